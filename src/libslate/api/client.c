@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/client.h"
+#include "api/protocol.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "version.h"
+
+struct api_client {
+	char *socket_path;
+	CURL *curl;
+};
+
+struct call_state {
+	struct buf *data;            /* the reply body, or the unfinished stream line */
+	bool stream;                 /* reply is application/x-ndjson */
+	bool header_seen_version;
+	char daemon_api_version[16];
+	api_event_fn on_event;
+	void *userdata;
+	struct json_object *final; /* a stream's result or error event */
+	int error;                 /* set when a stream cannot be parsed */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { (void)curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+_printf_(3, 4) static int set_error(struct api_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		memset(err, 0, sizeof(*err));
+		err->code = code;
+		va_start(ap, fmt);
+		(void)vsnprintf(err->message, sizeof(err->message), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+int api_client_new(const char *socket_path, struct api_client **ret)
+{
+	struct api_client *c;
+
+	(void)pthread_once(&curl_once, curl_init_once);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->socket_path = strdup(socket_path);
+	c->curl = curl_easy_init();
+	if (!c->socket_path || !c->curl) {
+		api_client_free(c);
+		return -ENOMEM;
+	}
+	*ret = c;
+	return 0;
+}
+
+void api_client_free(struct api_client *c)
+{
+	if (!c)
+		return;
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	free(c->socket_path);
+	free(c);
+}
+
+const char *api_client_socket(const struct api_client *c) { return c->socket_path; }
+
+static size_t on_header(char *line, size_t size, size_t n, void *p)
+{
+	struct call_state *st = p;
+	size_t len = size * n;
+	static const char vh[] = API_VERSION_HEADER ":";
+	static const char ct[] = "Content-Type:";
+
+	if (len > sizeof(vh) && strncasecmp(line, vh, sizeof(vh) - 1) == 0) {
+		const char *v = line + sizeof(vh) - 1;
+		size_t vl;
+
+		v += strspn(v, " \t");
+		vl = strcspn(v, "\r\n");
+		if (vl >= sizeof(st->daemon_api_version))
+			vl = sizeof(st->daemon_api_version) - 1;
+		memcpy(st->daemon_api_version, v, vl);
+		st->daemon_api_version[vl] = '\0';
+		st->header_seen_version = true;
+	} else if (len > sizeof(ct) && strncasecmp(line, ct, sizeof(ct) - 1) == 0) {
+		st->stream = strstr(line, API_CONTENT_NDJSON) != NULL;
+	}
+	return len;
+}
+
+/* Handles each complete line of an event stream. */
+static int stream_lines(struct call_state *st)
+{
+	for (;;) {
+		const uint8_t *p = buf_ptr(st->data);
+		const uint8_t *nl = memchr(p, '\n', buf_len(st->data));
+		struct json_object *ev = NULL;
+		const char *type;
+		size_t len;
+		int r;
+
+		if (!nl)
+			return 0;
+		len = (size_t)(nl - p);
+		r = json_parse_object((const char *)p, len, API_MAX_EVENT, &ev);
+		(void)buf_consume(st->data, len + 1);
+		if (r < 0)
+			return r;
+		if (json_get_string(ev, "type", &type) < 0) {
+			json_object_put(ev);
+			return SLATE_ERR_INVALID_FORMAT;
+		}
+		if (streq(type, API_EVENT_PROGRESS)) {
+			r = st->on_event ? st->on_event(ev, st->userdata) : 0;
+			json_object_put(ev);
+			if (r < 0)
+				return r;
+		} else if (streq(type, API_EVENT_RESULT) || streq(type, API_EVENT_ERROR)) {
+			json_object_put(st->final);
+			st->final = ev;
+		} else {
+			json_object_put(ev); /* unknown event types are for newer clients */
+		}
+	}
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *userdata)
+{
+	struct call_state *st = userdata;
+	size_t len = size * n;
+
+	if (buf_put(st->data, p, len) < 0) {
+		st->error = SLATE_ERR_TOO_LARGE;
+		return 0; /* aborts the transfer */
+	}
+	if (st->stream) {
+		int r = stream_lines(st);
+		if (r < 0) {
+			st->error = r;
+			return 0;
+		}
+		/* An unfinished line longer than an event may be is not an event. */
+		if (buf_len(st->data) > API_MAX_EVENT) {
+			st->error = SLATE_ERR_TOO_LARGE;
+			return 0;
+		}
+	}
+	return len;
+}
+
+static int error_from_reply(struct json_object *o, unsigned status, struct api_error *err)
+{
+	const char *code = NULL, *message = NULL;
+	int r = status == 403 ? -EPERM : status == 404 ? -ENOENT : -EIO;
+
+	if (api_error_parse(o, &code, &message) < 0)
+		return set_error(err, r, "slated answered with HTTP status %u", status);
+	if (streq(code, API_ERR_API_VERSION))
+		r = SLATE_ERR_PROTOCOL_VERSION;
+	(void)set_error(err, r, "%s", message);
+	if (err) {
+		err->status = status;
+		(void)snprintf(err->kind, sizeof(err->kind), "%s", code);
+	}
+	return r;
+}
+
+int api_client_call(struct api_client *c, const char *method, const char *path,
+		    struct json_object *body, api_event_fn on_event, void *userdata,
+		    struct json_object **ret, struct api_error *err)
+{
+	_cleanup_free_ char *body_text = NULL;
+	_cleanup_json_ struct json_object *doc = NULL;
+	struct curl_slist *headers = NULL;
+	struct call_state st = { .on_event = on_event, .userdata = userdata };
+	char url[512], vh[64];
+	long status = 0;
+	CURLcode cc;
+	int r;
+
+	if (strlen(path) > 400 || path[0] != '/')
+		return set_error(err, -EINVAL, "invalid API path");
+	(void)snprintf(url, sizeof(url), "http://slated%s", path);
+	(void)snprintf(vh, sizeof(vh), "%s: %d", API_VERSION_HEADER, SLATE_API_VERSION);
+	st.data = buf_new(API_MAX_REPLY);
+	if (!st.data)
+		return set_error(err, -ENOMEM, "out of memory");
+
+	curl_easy_reset(c->curl);
+	(void)curl_easy_setopt(c->curl, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
+	(void)curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	(void)curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+	(void)curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	(void)curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+	(void)curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, &st);
+	(void)curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_data);
+	(void)curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &st);
+	(void)curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+	/* No proxy may ever see this request, whatever the environment says. */
+	(void)curl_easy_setopt(c->curl, CURLOPT_PROXY, "");
+	headers = curl_slist_append(headers, vh);
+	headers = curl_slist_append(headers, "Accept: " API_CONTENT_JSON ", " API_CONTENT_NDJSON);
+	if (body) {
+		r = json_to_string_dup(body, false, &body_text);
+		if (r < 0) {
+			curl_slist_free_all(headers);
+			buf_free(st.data);
+			return set_error(err, r, "out of memory");
+		}
+		headers = curl_slist_append(headers, "Content-Type: " API_CONTENT_JSON);
+		(void)curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body_text);
+		(void)curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body_text));
+	}
+	(void)curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+
+	cc = curl_easy_perform(c->curl);
+	curl_slist_free_all(headers);
+	(void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+
+	if (cc == CURLE_COULDNT_CONNECT || (cc != CURLE_OK && status == 0 && !st.header_seen_version)) {
+		r = set_error(err, -ECONNREFUSED,
+			      "cannot reach slated at %s (%s); start it with 'systemctl start "
+			      "slated.socket' or 'slated --foreground', or point --socket/SLATE_SOCKET "
+			      "at a running one",
+			      c->socket_path, curl_easy_strerror(cc));
+		goto out;
+	}
+	if (!st.header_seen_version) {
+		r = set_error(err, SLATE_ERR_PROTOCOL_VERSION,
+			      "%s does not answer like slated (no %s header)", c->socket_path,
+			      API_VERSION_HEADER);
+		goto out;
+	}
+	if (!streq(st.daemon_api_version, STRINGIFY(SLATE_API_VERSION))) {
+		r = set_error(err, SLATE_ERR_PROTOCOL_VERSION,
+			      "slated speaks API version %s, this slate %s speaks %d: use a slate "
+			      "client that matches the daemon",
+			      st.daemon_api_version, SLATE_VERSION, SLATE_API_VERSION);
+		goto out;
+	}
+	if (cc != CURLE_OK && st.error == 0) {
+		r = set_error(err, -EIO, "talking to slated at %s: %s", c->socket_path,
+			      curl_easy_strerror(cc));
+		goto out;
+	}
+	if (st.error < 0) {
+		r = set_error(err, st.error, "slated sent an invalid reply: %s",
+			      slate_strerror(st.error));
+		goto out;
+	}
+
+	if (st.stream) {
+		const char *type;
+
+		if (buf_len(st.data) > 0) {
+			r = set_error(err, SLATE_ERR_MESSAGE_INCOMPLETE,
+				      "slated's event stream ended in the middle of a line");
+			goto out;
+		}
+		if (!st.final) {
+			r = set_error(err, SLATE_ERR_MESSAGE_INCOMPLETE,
+				      "slated's event stream ended without a result");
+			goto out;
+		}
+		(void)json_get_string(st.final, "type", &type);
+		if (streq(type, API_EVENT_ERROR)) {
+			r = error_from_reply(st.final, 500, err);
+			goto out;
+		}
+		if (ret)
+			*ret = TAKE_PTR(st.final);
+		r = 0;
+		goto out;
+	}
+
+	if (buf_len(st.data) > 0) {
+		r = json_parse_bounded((const char *)buf_ptr(st.data), buf_len(st.data),
+				       API_MAX_REPLY, &doc);
+		if (r < 0) {
+			r = set_error(err, r, "slated sent invalid JSON: %s", slate_strerror(r));
+			goto out;
+		}
+	}
+	if (status < 200 || status > 299) {
+		r = error_from_reply(doc, (unsigned)status, err);
+		goto out;
+	}
+	if (ret)
+		*ret = TAKE_PTR(doc);
+	r = 0;
+out:
+	json_object_put(st.final);
+	buf_free(st.data);
+	return r;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The API client: libcurl over the daemon's unix socket. It checks that the daemon speaks
+ * the client's API version on every reply and turns transport failures into messages that say
+ * which socket was tried and how to start the daemon.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "util/macro.h"
+
+struct api_client;
+
+/* What went wrong, for the top level to print once: "slate: <what>: <message>". */
+struct api_error {
+	int code;          /* negative errno / slate_err, or SLATE_ERR_PROTOCOL_VERSION */
+	unsigned status;   /* HTTP status when the daemon answered, else 0 */
+	char kind[64];     /* the daemon's error code ("not_found"...), or "" */
+	char message[1024];
+};
+
+/* Called for each "progress" event of a stream; return < 0 to stop reading. */
+typedef int (*api_event_fn)(struct json_object *event, void *userdata);
+
+/* Returns 0 and a client for the socket at path in *ret, or a negative error. */
+int api_client_new(const char *socket_path, struct api_client **ret);
+void api_client_free(struct api_client *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_client *, api_client_free);
+
+/* Returns the socket path the client uses. */
+const char *api_client_socket(const struct api_client *c);
+
+/*
+ * Sends method path (e.g. "GET", "/v1/version") with an optional JSON body. For a JSON reply,
+ * *ret gets the document on 2xx. For a stream, on_event sees each progress event and *ret gets
+ * the final "result" event. On failure returns < 0 and fills err (when non-NULL): the daemon's
+ * error reply, an unreachable socket, or an API version mismatch.
+ */
+int api_client_call(struct api_client *c, const char *method, const char *path,
+		    struct json_object *body, api_event_fn on_event, void *userdata,
+		    struct json_object **ret, struct api_error *err);

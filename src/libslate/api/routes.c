@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/protocol.h"
+#include "api/routes.h"
+#include "storage/reflink.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "version.h"
+
+static struct json_object *caller_json(const struct api_caller *c)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (o && (json_add_int64(o, "uid", c->uid) < 0 || json_add_int64(o, "gid", c->gid) < 0 ||
+		  json_add_int64(o, "pid", c->pid) < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int handle_version(struct api_request *req, struct api_reply *reply)
+{
+	const struct daemon_ctx *d = req->userdata;
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+
+	if (!o || json_add_string(o, "version", SLATE_VERSION) < 0 ||
+	    json_add_int64(o, "api_version", SLATE_API_VERSION) < 0 ||
+	    json_add_int64(o, "pid", getpid()) < 0 ||
+	    json_add_int64(o, "uptime_s", (int64_t)(time(NULL) - d->started)) < 0 ||
+	    json_add(o, "caller", caller_json(&req->caller)) < 0)
+		return -ENOMEM;
+	return api_reply_json(reply, 200, TAKE_PTR(o));
+}
+
+/* One line of the system check: emitted as a progress event and kept for the result. */
+static int check_emit(struct api_stream *s, struct json_object *checks, const char *name,
+		      const char *status, const char *fmt, ...) _printf_(5, 6);
+static int check_emit(struct api_stream *s, struct json_object *checks, const char *name,
+		      const char *status, const char *fmt, ...)
+{
+	char detail[512];
+	struct json_object *c;
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	c = json_object_new_object();
+	if (!c || json_add_string(c, "check", name) < 0 ||
+	    json_add_string(c, "status", status) < 0 || json_add_string(c, "detail", detail) < 0) {
+		json_object_put(c);
+		return -ENOMEM;
+	}
+	if (json_object_array_add(checks, json_object_get(c)) < 0) {
+		json_object_put(c);
+		return -ENOMEM;
+	}
+	/* A client that left does not stop the check; its result is simply not read. */
+	(void)api_stream_progress(s, c);
+	return 0;
+}
+
+static int system_check(struct api_stream *s, void *arg)
+{
+	const struct daemon_ctx *d = arg;
+	_cleanup_json_ struct json_object *checks = json_object_new_array();
+	_cleanup_json_ struct json_object *result = json_object_new_object();
+	unsigned failed = 0;
+	virConnectPtr conn;
+	int r;
+
+	if (!checks || !result)
+		return -ENOMEM;
+
+	r = faccessat(d->state_dirfd, ".", W_OK, AT_EACCESS);
+	if (r < 0)
+		failed++;
+	(void)check_emit(s, checks, "state-dir", r < 0 ? "fail" : "ok", "%s on %s%s", d->state_dir,
+			 reflink_fs_name(d->state_dirfd), r < 0 ? " is not writable" : "");
+
+	r = reflink_supported_at(d->state_dirfd);
+	(void)check_emit(s, checks, "reflink", r > 0 ? "ok" : "warn", "%s",
+			 r > 0	 ? "FICLONE works in the state directory"
+			 : r == 0 ? "no reflinks here: workspaces need a loop-backed btrfs pool"
+				  : slate_strerror(r));
+
+	conn = virConnectOpen(d->libvirt_uri);
+	if (conn) {
+		unsigned long hv = 0, lib = 0;
+		(void)virConnectGetVersion(conn, &hv);
+		(void)virConnectGetLibVersion(conn, &lib);
+		(void)check_emit(s, checks, "libvirt", "ok", "%s: libvirt %lu.%lu.%lu, %s %lu.%lu.%lu",
+				 d->libvirt_uri, lib / 1000000, lib / 1000 % 1000, lib % 1000,
+				 virConnectGetType(conn) ? virConnectGetType(conn) : "hypervisor",
+				 hv / 1000000, hv / 1000 % 1000, hv % 1000);
+		(void)virConnectClose(conn);
+	} else {
+		virErrorPtr e = virGetLastError();
+		failed++;
+		(void)check_emit(s, checks, "libvirt", "fail", "cannot connect to %s: %s",
+				 d->libvirt_uri, e && e->message ? e->message : "unknown error");
+	}
+
+	r = access("/dev/kvm", R_OK | W_OK);
+	(void)check_emit(s, checks, "kvm", r == 0 ? "ok" : "warn", "%s",
+			 r == 0 ? "/dev/kvm is present (whether it runs guests is probed at start)"
+				: "no /dev/kvm: guests run under TCG emulation, much slower");
+	r = access("/dev/vhost-vsock", R_OK | W_OK);
+	(void)check_emit(s, checks, "vsock", r == 0 ? "ok" : "warn", "%s",
+			 r == 0 ? "/dev/vhost-vsock is present"
+				: "no /dev/vhost-vsock: the guest channel uses virtio-serial");
+
+	if (json_add(result, "checks", TAKE_PTR(checks)) < 0 ||
+	    json_add_int64(result, "failed", failed) < 0)
+		return -ENOMEM;
+	return api_stream_result(s, TAKE_PTR(result));
+}
+
+static int handle_system_check(struct api_request *req, struct api_reply *reply)
+{
+	return api_reply_stream(reply, system_check, req->userdata, NULL);
+}
+
+static const struct api_route routes[] = {
+	{ "GET", "/version", handle_version },
+	{ "GET", "/system/check", handle_system_check },
+};
+
+const struct api_route *routes_table(size_t *ret_n)
+{
+	*ret_n = ELEMENTSOF(routes);
+	return routes;
+}

@@ -1,0 +1,4 @@
+bin_PROGRAMS += slate
+slate_SOURCES = src/slate/main.c src/slate/slate.h src/slate/version.c src/slate/doctor.c
+slate_CFLAGS = $(LIBSLATE_CFLAGS)
+slate_LDADD = $(LIBSLATE_LIBS)

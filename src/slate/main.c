@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* slate: the command-line client. Each command group lives in its own file. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slate.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "version.h"
+
+struct command {
+	const char *name;
+	int (*fn)(struct slate_ctx *ctx, int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{ "version", cmd_version, "client and daemon versions" },
+	{ "doctor", cmd_doctor, "check the host: state directory, reflinks, libvirt, KVM, vsock" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: slate [--json] [--socket PATH] COMMAND [ARG]...\n\n"
+		   "Run coding agents and CI jobs in one virtual machine per workspace.\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nOptions (accepted by every command):\n"
+		   "  --json         machine-readable output: one JSON document on stdout\n"
+		   "  --socket PATH  the daemon's socket (default %s/slated.sock, env SLATE_SOCKET)\n"
+		   "  -h, --help     this help\n"
+		   "  -V, --version  print the client version\n",
+		SLATE_RUNTIME_DIR);
+}
+
+int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_JSON:
+		ctx->json = true;
+		return 1;
+	case OPT_SOCKET:
+		ctx->socket = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int slate_fail(const char *what, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "slate: %s: ", what);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_FAILURE;
+}
+
+int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("slate: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (ctx && ctx->command)
+		fprintf(stderr, "\nTry 'slate %s --help'.\n", ctx->command);
+	else
+		fprintf(stderr, "\nTry 'slate --help'.\n");
+	return EXIT_USAGE;
+}
+
+int slate_api_fail(const char *what, const struct api_error *err)
+{
+	return slate_fail(what, "%s", err->message[0] ? err->message : slate_strerror(err->code));
+}
+
+int slate_client(const struct slate_ctx *ctx, struct api_client **ret)
+{
+	int r = api_client_new(ctx->socket, ret);
+
+	if (r < 0)
+		return slate_fail(ctx->command, "%s", slate_strerror(r)), r;
+	return 0;
+}
+
+int slate_print_json(struct json_object *obj)
+{
+	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY |
+							 JSON_C_TO_STRING_SPACED |
+							 JSON_C_TO_STRING_NOSLASHESCAPE));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		SLATE_COMMON_OPTS,
+		{ "version", no_argument, NULL, 'V' },
+		{},
+	};
+	struct slate_ctx ctx = { .socket = getenv("SLATE_SOCKET") };
+	int c;
+
+	log_open("slate", LOG_TARGET_STDERR);
+	log_set_max_level(LOG_WARNING);
+	if (!ctx.socket || !*ctx.socket)
+		ctx.socket = SLATE_RUNTIME_DIR "/slated.sock";
+
+	/* '+': stop at the command; what follows belongs to it. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) >= 0) {
+		if (slate_common_option(&ctx, c, optarg))
+			continue;
+		switch (c) {
+		case 'h':
+		case OPT_HELP:
+			usage(stdout);
+			return EXIT_SUCCESS;
+		case 'V':
+			printf("slate %s (API version %d)\n", SLATE_VERSION, SLATE_API_VERSION);
+			return EXIT_SUCCESS;
+		default:
+			fprintf(stderr, "slate: unknown option '%s'\n", argv[optind - 1]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "slate: no command given\n");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+		if (!streq(argv[optind], commands[i].name))
+			continue;
+		ctx.command = commands[i].name;
+		argc -= optind;
+		argv += optind;
+		optind = 0; /* reset getopt for the command's own options */
+		return commands[i].fn(&ctx, argc, argv);
+	}
+	fprintf(stderr, "slate: unknown command '%s'\n", argv[optind]);
+	usage(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* Shared by the command groups of the slate client. */
+
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "api/client.h"
+#include "util/macro.h"
+
+#define EXIT_USAGE 2
+
+struct slate_ctx {
+	bool json;
+	const char *socket;
+	const char *command; /* for messages: "version", "image ls"... */
+};
+
+/* Long options every command accepts; append to a command's own table with SLATE_COMMON_OPTS. */
+enum { OPT_JSON = 1000, OPT_SOCKET, OPT_HELP };
+#define SLATE_COMMON_OPTS                                                                          \
+	{ "json", no_argument, NULL, OPT_JSON }, { "socket", required_argument, NULL, OPT_SOCKET }, \
+	{                                                                                          \
+		"help", no_argument, NULL, OPT_HELP                                                \
+	}
+
+/* Handles a common option; returns 1 if it was one, 0 if not. */
+int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg);
+
+/* Prints "slate: what: why" to stderr. Returns EXIT_FAILURE. */
+int slate_fail(const char *what, const char *fmt, ...) _printf_(2, 3);
+/* Prints "slate: message" and a hint to stderr. Returns EXIT_USAGE. */
+int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...) _printf_(2, 3);
+/* Prints the failed API call's error. Returns EXIT_FAILURE. */
+int slate_api_fail(const char *what, const struct api_error *err);
+
+/* Connects (lazily) to the daemon at ctx->socket. Returns 0 or prints and returns < 0. */
+int slate_client(const struct slate_ctx *ctx, struct api_client **ret);
+/* Prints obj on stdout as one pretty JSON document. Returns 0. */
+int slate_print_json(struct json_object *obj);
+
+int cmd_version(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv);

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* slated: the slate daemon. All logic lives in libslate; this file wires it together. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <libvirt/libvirt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "api/routes.h"
+#include "api/server.h"
+#include "util/conf.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "version.h"
+
+struct options {
+	bool foreground;
+	const char *config;
+	char *state_dir;
+	char *runtime_dir;
+	char *libvirt_uri;
+	char *log_level;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: slated [OPTION]...\n"
+		"The slate daemon: one virtual machine per workspace, through libvirt.\n\n"
+		"  -f, --foreground        stay in the foreground, log to stderr (or journald)\n"
+		"  -c, --config FILE       configuration file (default %s/slate.conf)\n"
+		"      --state-dir DIR     state directory (default %s)\n"
+		"      --runtime-dir DIR   runtime directory, holds slated.sock (default %s)\n"
+		"      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
+		"      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
+		"  -h, --help              this help\n"
+		"  -V, --version           print the version\n",
+		SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR);
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	enum { OPT_STATE = 256, OPT_RUNTIME, OPT_URI, OPT_LOG };
+	static const struct option longopts[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "state-dir", required_argument, NULL, OPT_STATE },
+		{ "runtime-dir", required_argument, NULL, OPT_RUNTIME },
+		{ "libvirt-uri", required_argument, NULL, OPT_URI },
+		{ "log-level", required_argument, NULL, OPT_LOG },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "fc:hV", longopts, NULL)) >= 0) {
+		switch (c) {
+		case 'f':
+			o->foreground = true;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case OPT_STATE:
+			free(o->state_dir);
+			o->state_dir = strdup(optarg);
+			break;
+		case OPT_RUNTIME:
+			free(o->runtime_dir);
+			o->runtime_dir = strdup(optarg);
+			break;
+		case OPT_URI:
+			free(o->libvirt_uri);
+			o->libvirt_uri = strdup(optarg);
+			break;
+		case OPT_LOG:
+			free(o->log_level);
+			o->log_level = strdup(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(EXIT_SUCCESS);
+		case 'V':
+			printf("slated %s (API version %d)\n", SLATE_VERSION, SLATE_API_VERSION);
+			exit(EXIT_SUCCESS);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "slated: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Settings from the file fill in what the command line left unset. */
+static int apply_config(struct options *o)
+{
+	_cleanup_conf_ struct conf *cf = NULL;
+	const char *path = o->config ? o->config : SLATE_SYSCONF_DIR "/slate.conf";
+	const char *v;
+	unsigned line = 0;
+	int r;
+
+	r = conf_load(path, &cf, &line);
+	if (r == -ENOENT && !o->config)
+		return 0;
+	if (r < 0)
+		return log_error_errno(r, "cannot read configuration %s%s%.0u: %s", path,
+				       line ? ", line " : "", line, slate_strerror(r));
+#define FILL(field, key)                                                                           \
+	if (!o->field && (v = conf_get(cf, key)))                                                 \
+		o->field = strdup(v);
+	FILL(state_dir, "state-dir");
+	FILL(runtime_dir, "runtime-dir");
+	FILL(libvirt_uri, "libvirt-uri");
+	FILL(log_level, "log-level");
+#undef FILL
+	return 0;
+}
+
+/*
+ * Detaches from the terminal. The parent exits only when the child reports that it serves
+ * (or why it cannot), so "slated && slate version" never races.
+ */
+static int daemonize(int *ret_notify_fd)
+{
+	int p[2];
+	pid_t pid;
+	char c = 1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		(void)close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c == 0 ? EXIT_SUCCESS : EXIT_FAILURE);
+	}
+	(void)close(p[0]);
+	if (setsid() < 0)
+		return -errno;
+	*ret_notify_fd = p[1];
+	return 0;
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	(void)dup2(fd, STDIN_FILENO);
+	(void)dup2(fd, STDOUT_FILENO);
+	(void)dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		(void)close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	_cleanup_(api_server_stopp) struct api_server *server = NULL;
+	_cleanup_close_ int state_fd = -1, lock_fd = -1;
+	int notify_fd = -1, listen_fd = -1, r, sig;
+	struct daemon_ctx ctx = { 0 };
+	const struct api_route *routes;
+	struct api_server_config cfg;
+	_cleanup_free_ char *sock = NULL;
+	struct group *gr;
+	size_t n_routes;
+	sigset_t mask;
+
+	log_open("slated", LOG_TARGET_AUTO);
+	if (parse_args(argc, argv, &o) < 0)
+		return 2;
+	if (apply_config(&o) < 0)
+		return EXIT_FAILURE;
+	if (!o.state_dir)
+		o.state_dir = strdup(SLATE_STATE_DIR);
+	if (!o.runtime_dir)
+		o.runtime_dir = strdup(SLATE_RUNTIME_DIR);
+	if (!o.libvirt_uri)
+		o.libvirt_uri = strdup("qemu:///system");
+	if (!o.state_dir || !o.runtime_dir || !o.libvirt_uri)
+		return log_error_errno(-ENOMEM, "out of memory"), EXIT_FAILURE;
+	if (o.log_level) {
+		r = log_level_from_string(o.log_level);
+		if (r < 0) {
+			log_error("unknown log level '%s'", o.log_level);
+			return 2;
+		}
+		log_set_max_level(r);
+	}
+
+	r = fs_mkdir_p(o.state_dir, 0700);
+	if (r < 0)
+		return log_error_errno(r, "cannot create state directory %s", o.state_dir),
+		       EXIT_FAILURE;
+	r = fs_mkdir_p(o.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "cannot create runtime directory %s", o.runtime_dir),
+		       EXIT_FAILURE;
+	state_fd = open(o.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (state_fd < 0)
+		return log_error_errno(-errno, "cannot open state directory %s", o.state_dir),
+		       EXIT_FAILURE;
+	/* One daemon per state directory: two would corrupt each other's workspaces. */
+	r = fs_lock_at(state_fd, "slated.lock", &lock_fd);
+	if (r == -EWOULDBLOCK) {
+		log_error("another slated already serves state directory %s", o.state_dir);
+		return EXIT_FAILURE;
+	}
+	if (r < 0)
+		return log_error_errno(r, "cannot lock %s/slated.lock", o.state_dir), EXIT_FAILURE;
+
+	if (!o.foreground) {
+		r = daemonize(&notify_fd);
+		if (r < 0)
+			return log_error_errno(r, "cannot detach"), EXIT_FAILURE;
+	}
+
+	if (virInitialize() < 0)
+		return log_error("cannot initialise libvirt"), EXIT_FAILURE;
+
+	/* Signals are taken synchronously below; threads inherit the mask. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
+
+	/* Socket activation: systemd hands us the listening socket as fd 3. */
+	if (sd_listen_fds(1) == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) > 0)
+		listen_fd = SD_LISTEN_FDS_START;
+
+	sock = fs_path_join(o.runtime_dir, "slated.sock");
+	if (!sock)
+		return EXIT_FAILURE;
+	gr = getgrnam("slate");
+	ctx = (struct daemon_ctx){ .state_dir = o.state_dir, .runtime_dir = o.runtime_dir,
+				   .libvirt_uri = o.libvirt_uri, .state_dirfd = state_fd,
+				   .started = time(NULL) };
+	routes = routes_table(&n_routes);
+	cfg = (struct api_server_config){ .socket_path = sock, .listen_fd = listen_fd,
+					  .socket_mode = 0660,
+					  .socket_gid = gr ? gr->gr_gid : (gid_t)-1,
+					  .routes = routes, .n_routes = n_routes, .userdata = &ctx };
+	r = api_server_start(&cfg, &server);
+	if (r < 0) {
+		log_error_errno(r, "cannot serve on %s", sock);
+		if (notify_fd >= 0)
+			(void)fs_write_all(notify_fd, "\1", 1);
+		return EXIT_FAILURE;
+	}
+	log_info("slated %s serving %s (state %s, libvirt %s)", SLATE_VERSION,
+		 listen_fd >= 0 ? "the socket systemd passed" : sock, o.state_dir, o.libvirt_uri);
+	(void)sd_notifyf(0, "READY=1\nSTATUS=serving %s\nMAINPID=%d", sock, (int)getpid());
+	if (notify_fd >= 0) {
+		(void)fs_write_all(notify_fd, "", 1);
+		(void)close(notify_fd);
+		detach_stdio();
+	}
+
+	for (;;) {
+		if (sigwait(&mask, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			log_info("SIGHUP: nothing to reload yet");
+			continue;
+		}
+		break;
+	}
+	log_info("signal %d: shutting down", sig);
+	(void)sd_notify(0, "STOPPING=1");
+	api_server_stop(TAKE_PTR(server));
+	free(o.state_dir);
+	free(o.runtime_dir);
+	free(o.libvirt_uri);
+	free(o.log_level);
+	return EXIT_SUCCESS;
+}
