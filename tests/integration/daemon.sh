@@ -1,0 +1,127 @@
+#!/bin/bash
+# slated and slate as built, over a real socket: version round trip, --json, socket mode,
+# SO_PEERCRED as another user, one instance per state dir, detach mode, SIGTERM, and
+# `slate doctor` against real libvirt and real btrfs/XFS/ext4 state directories.
+# Run through tests/integration/run-one, which sources lib.sh.
+set -euo pipefail
+
+ensure_libvirt
+
+work=$(mktemp -d /tmp/slate-daemon-test.XXXXXX)
+pids=()
+cleanup_daemon() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap 'cleanup_daemon; harness_cleanup' EXIT
+
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+
+start_daemon() { # state-dir runtime-dir [args...]
+    local state=$1 run=$2
+    shift 2
+    "$slated" --foreground --state-dir "$state" --runtime-dir "$run" "$@" 2>>"$work/slated.log" &
+    pids+=($!)
+    for _ in $(seq 100); do
+        [ -S "$run/slated.sock" ] && return 0
+        sleep 0.05
+    done
+    cat "$work/slated.log"
+    fail "slated did not create $run/slated.sock"
+}
+
+start_daemon "$work/state" "$work/run"
+sock=$work/run/slated.sock
+main_pid=${pids[0]}
+
+# Version round trip, human and --json, through --socket and SLATE_SOCKET.
+out=$("$slate" --socket "$sock" version)
+grep -q "^daemon: slated [0-9.]* (API version 1, pid $main_pid" <<<"$out" || fail "version: $out"
+json=$(SLATE_SOCKET=$sock "$slate" version --json)
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["daemon_api_version"]==1 and d["daemon_pid"]==int(sys.argv[2]), d' "$json" "$main_pid" \
+    || fail "version --json: $json"
+
+# The socket is 0660: root and the slate group only.
+mode=$(stat -c %a "$sock")
+[ "$mode" = 660 ] || fail "socket mode is $mode, want 660"
+
+# SO_PEERCRED: the daemon reports the uid the kernel saw. nobody cannot even connect (0660).
+if command -v setpriv >/dev/null; then
+    chmod 0755 "$work" "$work/run"
+    if setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$sock" version 2>"$work/nobody.err"; then
+        fail "uid 65534 reached a 0660 root socket"
+    fi
+    grep -q "cannot reach slated" "$work/nobody.err" || fail "nobody: $(cat "$work/nobody.err")"
+    chmod 0666 "$sock"
+    caller=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -s --unix-socket "$sock" http://slated/v1/version)
+    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["caller"]["uid"]==65534, d' "$caller" \
+        || fail "SO_PEERCRED: $caller"
+    chmod 0660 "$sock"
+fi
+
+# Bad usage: exit 2, usage on stderr. Failed operation: exit 1, "slate: what: why".
+set +e
+"$slate" frobnicate 2>"$work/err"; rc=$?
+set -e
+[ $rc = 2 ] && grep -q "unknown command 'frobnicate'" "$work/err" || fail "unknown command: rc=$rc"
+set +e
+"$slate" version --frob 2>"$work/err"; rc=$?
+set -e
+[ $rc = 2 ] || fail "unknown flag: rc=$rc"
+set +e
+"$slate" --socket "$work/none.sock" version 2>"$work/err"; rc=$?
+set -e
+[ $rc = 1 ] && grep -q "^slate: version: cannot reach slated at $work/none.sock" "$work/err" \
+    || fail "unreachable: rc=$rc $(cat "$work/err")"
+
+# A second instance on the same state directory is refused, and the first keeps serving.
+set +e
+"$slated" --foreground --state-dir "$work/state" --runtime-dir "$work/run2" 2>"$work/err"; rc=$?
+set -e
+[ $rc = 1 ] && grep -q "another slated already serves" "$work/err" || fail "second instance: rc=$rc"
+"$slate" --socket "$sock" version >/dev/null || fail "first instance died"
+
+# Hostile clients do not hurt it.
+head -c 100000 /dev/urandom | socat -u - "UNIX-CONNECT:$sock" 2>/dev/null || true
+printf 'GET /v1/version HTTP/1.1\r\nHost: x\r\n' | socat -t 0.2 - "UNIX-CONNECT:$sock" >/dev/null 2>&1 || true
+status=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" -H 'Slate-Api-Version: 2' http://slated/v1/version)
+[ "$status" = 400 ] || fail "api version header mismatch answered $status"
+status=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" http://slated/v2/version)
+[ "$status" = 404 ] || fail "/v2 answered $status"
+"$slate" --socket "$sock" version >/dev/null || fail "slated died after hostile clients"
+
+# The streamed system check: progress lines first, and reflink support told apart by filesystem.
+"$slate" --socket "$sock" doctor >"$work/doctor" || fail "doctor failed: $(cat "$work/doctor")"
+grep -q '^ok    libvirt ' "$work/doctor" || fail "doctor libvirt: $(cat "$work/doctor")"
+for fs in btrfs xfs; do
+    mnt=$(make_loop_fs "$fs" "doctor-$fs" 400M)
+    start_daemon "$mnt/state" "$work/run-$fs"
+    "$slate" --socket "$work/run-$fs/slated.sock" doctor --json >"$work/doctor-$fs.json"
+    python3 - "$work/doctor-$fs.json" "$fs" <<'PY' || fail "doctor on $fs: $(cat "$work/doctor-$fs.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = {x["check"]: x for x in d["checks"]}
+assert c["reflink"]["status"] == "ok", c
+assert sys.argv[2] in c["state-dir"]["detail"], c
+PY
+    kill "${pids[-1]}"
+    wait "${pids[-1]}"
+done
+
+# Detached mode: the parent returns once the daemon serves.
+"$slated" --state-dir "$work/state-bg" --runtime-dir "$work/run-bg"
+"$slate" --socket "$work/run-bg/slated.sock" --json version >"$work/bg.json"
+bg_pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["daemon_pid"])' "$work/bg.json")
+kill "$bg_pid"
+for _ in $(seq 100); do kill -0 "$bg_pid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$bg_pid" 2>/dev/null && fail "detached slated ignored SIGTERM"
+[ -e "$work/run-bg/slated.sock" ] && fail "detached slated left its socket behind"
+
+# SIGTERM: clean exit, socket removed.
+kill -TERM "$main_pid"
+wait "$main_pid" || fail "slated exited with $? on SIGTERM"
+[ -e "$sock" ] && fail "slated left its socket behind"
+pids=("${pids[@]:1}")
+echo "daemon: all checks passed"

@@ -1,0 +1,25 @@
+# One cmocka binary per module. Add a module's test here and to unit_tests.
+UNIT_CFLAGS = $(LIBSLATE_CFLAGS) $(CMOCKA_CFLAGS) -DTEST_DATA_DIR=\"$(abs_top_srcdir)/tests/data\"
+UNIT_LDADD = $(LIBSLATE_LIBS) $(CMOCKA_LIBS)
+unit_tests += tests/unit/test-buf tests/unit/test-log tests/unit/test-fs tests/unit/test-json tests/unit/test-api
+check_PROGRAMS += tests/unit/test-buf tests/unit/test-log tests/unit/test-fs tests/unit/test-json tests/unit/test-api
+tests_unit_test_buf_SOURCES = tests/unit/test-buf.c
+tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+tests_unit_test_log_SOURCES = tests/unit/test-log.c
+tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_log_LDADD = $(UNIT_LDADD)
+tests_unit_test_fs_SOURCES = tests/unit/test-fs.c
+tests_unit_test_fs_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_fs_LDADD = $(UNIT_LDADD)
+tests_unit_test_json_SOURCES = tests/unit/test-json.c
+tests_unit_test_json_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_json_LDADD = $(UNIT_LDADD)
+tests_unit_test_api_SOURCES = tests/unit/test-api.c
+tests_unit_test_api_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_api_LDADD = $(UNIT_LDADD)
+unit_tests += tests/unit/test-conf
+check_PROGRAMS += tests/unit/test-conf
+tests_unit_test_conf_SOURCES = tests/unit/test-conf.c
+tests_unit_test_conf_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_conf_LDADD = $(UNIT_LDADD)
