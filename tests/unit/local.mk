@@ -23,3 +23,8 @@ check_PROGRAMS += tests/unit/test-conf
 tests_unit_test_conf_SOURCES = tests/unit/test-conf.c
 tests_unit_test_conf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_conf_LDADD = $(UNIT_LDADD)
+# Script tests that need neither root nor libvirt.
+TEST_EXTENSIONS += .test
+TEST_LOG_COMPILER = $(SHELL)
+unit_tests += tests/unit/man-coverage.test
+EXTRA_DIST += tests/unit/man-coverage.test

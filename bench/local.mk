@@ -1,0 +1,4 @@
+EXTRA_DIST += bench/run bench/api-roundtrip bench/README.md
+bench: all
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/api-roundtrip
+.PHONY: bench
