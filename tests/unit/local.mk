@@ -6,15 +6,22 @@ check_PROGRAMS += tests/unit/test-buf tests/unit/test-log tests/unit/test-fs tes
 tests_unit_test_buf_SOURCES = tests/unit/test-buf.c
 tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
+# Wrapped so the test can see that secure buffers are wiped before their memory is freed.
+tests_unit_test_buf_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=free
 tests_unit_test_log_SOURCES = tests/unit/test-log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_log_LDADD = $(UNIT_LDADD)
+# Wrapped so journald output is checked field by field instead of going to the host journal.
+tests_unit_test_log_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=sd_journal_sendv
 tests_unit_test_fs_SOURCES = tests/unit/test-fs.c
 tests_unit_test_fs_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_fs_LDADD = $(UNIT_LDADD)
+# Wrapped so the test can take O_TMPFILE away and drive the named-temporary-file path.
+tests_unit_test_fs_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=openat
 tests_unit_test_json_SOURCES = tests/unit/test-json.c
 tests_unit_test_json_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_json_LDADD = $(UNIT_LDADD)
+EXTRA_DIST += tests/data/json
 tests_unit_test_api_SOURCES = tests/unit/test-api.c
 tests_unit_test_api_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_api_LDADD = $(UNIT_LDADD)

@@ -62,7 +62,7 @@ struct stream_reader {
 	int rfd;
 };
 
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
+_printf_(2, 0) static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
 	char line[512];
 
