@@ -1,0 +1,156 @@
+# shellcheck shell=bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Helpers for the integration tests. tests/integration/run-one sources this file and then the test
+# script, in one bash with "set -euo pipefail". Everything a test sets up (mounts, loop devices,
+# files) is registered with on_exit as it is made, and the EXIT trap undoes it in reverse order
+# whether the test passes, fails, skips or is interrupted.
+
+: "${top_srcdir:?top_srcdir must be set (make check exports it)}"
+: "${top_builddir:?top_builddir must be set (make check exports it)}"
+SLATE_TEST_URI=${SLATE_TEST_URI:-qemu:///system}
+export SLATE_TEST_URI
+
+# Messages go to stderr, so that helpers can report from inside $(...) (make_loop_fs does); make
+# check keeps both streams in the test's .log.
+log() { printf '# %s\n' "$*" >&2; }
+skip() {
+    printf 'SKIP: %s\n' "$*" >&2
+    exit 77
+}
+fail() {
+    printf 'FAIL: %s\n' "$*" >&2
+    exit 1
+}
+
+# The test's scratch directory. libvirtd may run QEMU as an unprivileged user that has to reach
+# images below it, so it is world-traversable (0755), not 0700.
+test_tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/slate-itest.XXXXXX")
+chmod 0755 "$test_tmpdir"
+# Cleanups live in a file, not a variable, so that helpers run in $(...) subshells can register
+# theirs too. One command per line, already quoted for eval; run last line first.
+_cleanup_file=$test_tmpdir/.cleanup
+: >"$_cleanup_file"
+
+on_exit() {
+    printf '%s\n' "$(printf '%q ' "$@")" >>"$_cleanup_file"
+}
+
+# harness_cleanup: undo everything registered with on_exit, newest first, and remove the scratch
+# directory. It is the EXIT trap; a test that sets its own EXIT trap must call it from there:
+#   trap 'my_cleanup; harness_cleanup' EXIT
+# shellcheck disable=SC2317 # invoked by the traps below
+harness_cleanup() {
+    local rc=$? cmd
+    trap '' INT TERM HUP
+    set +e
+    if [ -f "$_cleanup_file" ]; then
+        while IFS= read -r cmd; do
+            eval "$cmd" || log "cleanup failed: $cmd"
+        done < <(tac "$_cleanup_file")
+    fi
+    rm -rf "$test_tmpdir"
+    return "$rc"
+}
+trap harness_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# ensure_libvirt: make sure libvirtd answers on $SLATE_TEST_URI, starting virtlogd and libvirtd
+# when this host has no systemd to do it; skip the test when that is not possible.
+ensure_libvirt() {
+    command -v virsh >/dev/null || skip "virsh not found (apt-get install libvirt-clients)"
+    virsh -q -c "$SLATE_TEST_URI" version >/dev/null 2>&1 && return 0
+    [ "$SLATE_TEST_URI" = qemu:///system ] || skip "libvirt at $SLATE_TEST_URI does not answer"
+    command -v libvirtd >/dev/null || skip "libvirtd not installed (apt-get install libvirt-daemon-system)"
+    log "libvirtd does not answer; starting it"
+    if [ -d /run/systemd/system ]; then
+        systemctl start virtlogd.socket libvirtd.socket libvirtd.service >/dev/null 2>&1 ||
+            skip "systemctl could not start libvirtd"
+    else
+        # No systemd as PID 1 (containers, CI): run the daemons ourselves. They stay up after the
+        # test; later tests reuse them.
+        local daemon
+        for daemon in virtlogd libvirtd; do
+            if ! kill -0 "$(cat "/run/$daemon.pid" 2>/dev/null)" 2>/dev/null; then
+                "$daemon" -d || skip "$daemon could not start"
+            fi
+        done
+    fi
+    for _ in $(seq 60); do
+        virsh -q -c "$SLATE_TEST_URI" version >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    skip "libvirtd did not answer on $SLATE_TEST_URI within 30 s"
+}
+
+# ensure_test_image: sets test_image_dir to a built test image. $SLATE_TEST_IMAGE_DIR names a
+# prebuilt one; otherwise "make test-image" builds it or, when its inputs are unchanged, does
+# nothing.
+ensure_test_image() {
+    if [ -n "${SLATE_TEST_IMAGE_DIR:-}" ]; then
+        test_image_dir=$SLATE_TEST_IMAGE_DIR
+    else
+        test_image_dir=$top_builddir/images/test/out
+        log "make test-image"
+        if ! make -s -C "$top_builddir" test-image >"$test_tmpdir/test-image.log" 2>&1; then
+            sed 's/^/#   /' "$test_tmpdir/test-image.log" | tail -n 30
+            fail "make test-image failed"
+        fi
+        sed 's/^/#   /' "$test_tmpdir/test-image.log"
+    fi
+    local f
+    for f in disk.img vmlinuz initrd.img; do
+        [ -f "$test_image_dir/$f" ] || fail "$test_image_dir/$f is missing"
+    done
+}
+
+# make_loop_fs btrfs|xfs NAME SIZE: make a sparse SIZE image file, mkfs it, loop-mount it under the
+# test's scratch directory and echo the mount point. Unmounting and detaching are registered
+# before anything can fail. XFS needs at least 300 MiB; btrfs is fine from 256 MiB.
+make_loop_fs() {
+    local type=$1 name=$2 size=$3 img mnt
+    local -a mkfs
+    case "$type" in
+    btrfs) mkfs=(mkfs.btrfs -q -f) ;;
+    xfs) mkfs=(mkfs.xfs -q -f -m reflink=1) ;;
+    *) fail "make_loop_fs: unsupported file system '$type'" ;;
+    esac
+    command -v "${mkfs[0]}" >/dev/null ||
+        skip "${mkfs[0]} not found (apt-get install $([ "$type" = xfs ] && echo xfsprogs || echo btrfs-progs))"
+    grep -qw "$type" /proc/filesystems || modprobe "$type" 2>/dev/null ||
+        skip "the kernel does not support $type"
+    img=$test_tmpdir/$name.img
+    mnt=$test_tmpdir/$name
+    rm -f "$img"
+    truncate -s "$size" "$img"
+    on_exit rm -f "$img"
+    "${mkfs[@]}" "$img" >"$test_tmpdir/$name.mkfs.log" 2>&1 ||
+        fail "${mkfs[*]} $img: $(tail -n 3 "$test_tmpdir/$name.mkfs.log")"
+    mkdir -p "$mnt"
+    on_exit detach_loops "$img"
+    on_exit unmount "$mnt"
+    # mount -o loop sets the loop device to clear itself when the last user goes away.
+    mount -t "$type" -o loop "$img" "$mnt" || skip "cannot loop-mount $type (no free loop device?)"
+    chmod 0755 "$mnt"
+    echo "$mnt"
+}
+
+# unmount DIR: unmount it if mounted, lazily when it stays busy.
+unmount() {
+    mountpoint -q "$1" 2>/dev/null || return 0
+    for _ in 1 2 3 4 5; do
+        umount "$1" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    umount -l "$1"
+}
+
+# detach_loops FILE: detach every loop device still backed by FILE.
+detach_loops() {
+    local dev
+    for dev in $(losetup -n -O NAME -j "$1" 2>/dev/null); do
+        losetup -d "$dev" 2>/dev/null || true
+    done
+}
