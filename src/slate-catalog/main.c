@@ -13,19 +13,19 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: slate-catalog COMMAND [ARG]...\n"
-		   "Publisher's tool for slate image catalogs.\n\n"
-		   "Commands (see slate-catalog(1)):\n"
-		   "  keygen SECRET_KEY PUBLIC_KEY\n"
-		   "  sign --key SECRET_KEY [--channel NAME] CATALOG\n"
-		   "  verify --trusted PUBKEY_OR_DIR [--channel NAME] CATALOG [SIG]\n");
+	           "Publisher's tool for slate image catalogs.\n\n"
+	           "Commands (see slate-catalog(1)):\n"
+	           "  keygen SECRET_KEY PUBLIC_KEY\n"
+	           "  sign --key SECRET_KEY [--channel NAME] CATALOG\n"
+	           "  verify --trusted PUBKEY_OR_DIR [--channel NAME] CATALOG [SIG]\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {},
 	};
 	int c;
 
@@ -48,8 +48,9 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	fprintf(stderr, "slate-catalog: %s: not available in slate %s yet (catalog signing is "
-			"tracked by the image-catalog work)\n",
-		argv[optind], SLATE_VERSION);
+	fprintf(stderr,
+	        "slate-catalog: %s: not available in slate %s yet (catalog signing is "
+	        "tracked by the image-catalog work)\n",
+	        argv[optind], SLATE_VERSION);
 	return 1;
 }

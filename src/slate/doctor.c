@@ -12,8 +12,8 @@
 static void doctor_usage(FILE *f)
 {
 	fprintf(f, "Usage: slate doctor [--json] [--socket PATH]\n"
-		   "Check what slated needs: its state directory, reflinks, libvirt, KVM, vsock.\n"
-		   "Exit status 1 when a check failed.\n");
+	           "Check what slated needs: its state directory, reflinks, libvirt, KVM, vsock.\n"
+	           "Exit status 1 when a check failed.\n");
 }
 
 static void print_check(struct json_object *c)
@@ -23,7 +23,10 @@ static void print_check(struct json_object *c)
 	(void)json_get_string(c, "check", &name);
 	(void)json_get_string(c, "status", &status);
 	(void)json_get_string(c, "detail", &detail);
-	printf("%-5s %-10s %s\n", streq(status, "ok") ? "ok" : streq(status, "warn") ? "warn" : "FAIL",
+	printf("%-5s %-10s %s\n",
+	       streq(status, "ok")     ? "ok"
+	       : streq(status, "warn") ? "warn"
+	                               : "FAIL",
 	       name, detail);
 	fflush(stdout);
 }
@@ -41,8 +44,8 @@ static int on_progress(struct json_object *ev, void *userdata)
 int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		SLATE_COMMON_OPTS,
-		{},
+	        SLATE_COMMON_OPTS,
+	        {},
 	};
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *result = NULL;
@@ -66,7 +69,7 @@ int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv)
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;
 	if (api_client_call(client, "GET", "/v1/system/check", NULL, on_progress, ctx, &result,
-			    &err) < 0)
+	                    &err) < 0)
 		return slate_api_fail("doctor", &err);
 	(void)json_get_int64(result, "failed", &failed);
 	if (ctx->json) {

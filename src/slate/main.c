@@ -19,23 +19,24 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{ "version", cmd_version, "client and daemon versions" },
-	{ "doctor", cmd_doctor, "check the host: state directory, reflinks, libvirt, KVM, vsock" },
+        {"version", cmd_version, "client and daemon versions"},
+        {"doctor", cmd_doctor, "check the host: state directory, reflinks, libvirt, KVM, vsock"},
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: slate [--json] [--socket PATH] COMMAND [ARG]...\n\n"
-		   "Run coding agents and CI jobs in one virtual machine per workspace.\n\n"
-		   "Commands:\n");
+	           "Run coding agents and CI jobs in one virtual machine per workspace.\n\n"
+	           "Commands:\n");
 	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\nOptions (accepted by every command):\n"
-		   "  --json         machine-readable output: one JSON document on stdout\n"
-		   "  --socket PATH  the daemon's socket (default %s/slated.sock, env SLATE_SOCKET)\n"
-		   "  -h, --help     this help\n"
-		   "  -V, --version  print the client version\n",
-		SLATE_RUNTIME_DIR);
+	fprintf(f,
+	        "\nOptions (accepted by every command):\n"
+	        "  --json         machine-readable output: one JSON document on stdout\n"
+	        "  --socket PATH  the daemon's socket (default %s/slated.sock, env SLATE_SOCKET)\n"
+	        "  -h, --help     this help\n"
+	        "  -V, --version  print the client version\n",
+	        SLATE_RUNTIME_DIR);
 }
 
 int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg)
@@ -95,20 +96,19 @@ int slate_client(const struct slate_ctx *ctx, struct api_client **ret)
 
 int slate_print_json(struct json_object *obj)
 {
-	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY |
-							 JSON_C_TO_STRING_SPACED |
-							 JSON_C_TO_STRING_NOSLASHESCAPE));
+	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+	                                                 JSON_C_TO_STRING_NOSLASHESCAPE));
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		SLATE_COMMON_OPTS,
-		{ "version", no_argument, NULL, 'V' },
-		{},
+	        SLATE_COMMON_OPTS,
+	        {"version", no_argument, NULL, 'V'},
+	        {},
 	};
-	struct slate_ctx ctx = { .socket = getenv("SLATE_SOCKET") };
+	struct slate_ctx ctx = {.socket = getenv("SLATE_SOCKET")};
 	int c;
 
 	log_open("slate", LOG_TARGET_STDERR);

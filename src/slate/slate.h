@@ -21,7 +21,7 @@ struct slate_ctx {
 /* Long options every command accepts; append to a command's own table with SLATE_COMMON_OPTS. */
 enum { OPT_JSON = 1000, OPT_SOCKET, OPT_HELP };
 #define SLATE_COMMON_OPTS                                                                          \
-	{ "json", no_argument, NULL, OPT_JSON }, { "socket", required_argument, NULL, OPT_SOCKET }, \
+	{"json", no_argument, NULL, OPT_JSON}, {"socket", required_argument, NULL, OPT_SOCKET},    \
 	{                                                                                          \
 		"help", no_argument, NULL, OPT_HELP                                                \
 	}

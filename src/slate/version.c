@@ -12,17 +12,17 @@
 static void version_usage(FILE *f)
 {
 	fprintf(f, "Usage: slate version [--json] [--socket PATH] [--client]\n"
-		   "Print the client's version and the daemon's (asked through its socket).\n"
-		   "  --client   the client's version only; does not contact the daemon\n");
+	           "Print the client's version and the daemon's (asked through its socket).\n"
+	           "  --client   the client's version only; does not contact the daemon\n");
 }
 
 int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 {
 	enum { OPT_CLIENT = 1 };
 	static const struct option longopts[] = {
-		SLATE_COMMON_OPTS,
-		{ "client", no_argument, NULL, OPT_CLIENT },
-		{},
+	        SLATE_COMMON_OPTS,
+	        {"client", no_argument, NULL, OPT_CLIENT},
+	        {},
 	};
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *reply = NULL, *out = NULL;
@@ -45,7 +45,8 @@ int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 			version_usage(stdout);
 			return EXIT_SUCCESS;
 		default:
-			return slate_usage_error(ctx, "version: unknown option '%s'", argv[optind - 1]);
+			return slate_usage_error(ctx, "version: unknown option '%s'",
+			                         argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -78,7 +79,7 @@ int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_print_json(out), EXIT_SUCCESS;
 	printf("client: slate %s (API version %d)\n", SLATE_VERSION, SLATE_API_VERSION);
 	if (!client_only)
-		printf("daemon: slated %s (API version %lld, pid %lld, %s)\n", dver, (long long)dapi,
-		       (long long)dpid, ctx->socket);
+		printf("daemon: slated %s (API version %lld, pid %lld, %s)\n", dver,
+		       (long long)dapi, (long long)dpid, ctx->socket);
 	return EXIT_SUCCESS;
 }

@@ -33,32 +33,32 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: slated [OPTION]...\n"
-		"The slate daemon: one virtual machine per workspace, through libvirt.\n\n"
-		"  -f, --foreground        stay in the foreground, log to stderr (or journald)\n"
-		"  -c, --config FILE       configuration file (default %s/slate.conf)\n"
-		"      --state-dir DIR     state directory (default %s)\n"
-		"      --runtime-dir DIR   runtime directory, holds slated.sock (default %s)\n"
-		"      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
-		"      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
-		"  -h, --help              this help\n"
-		"  -V, --version           print the version\n",
-		SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR);
+	        "Usage: slated [OPTION]...\n"
+	        "The slate daemon: one virtual machine per workspace, through libvirt.\n\n"
+	        "  -f, --foreground        stay in the foreground, log to stderr (or journald)\n"
+	        "  -c, --config FILE       configuration file (default %s/slate.conf)\n"
+	        "      --state-dir DIR     state directory (default %s)\n"
+	        "      --runtime-dir DIR   runtime directory, holds slated.sock (default %s)\n"
+	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
+	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
+	        "  -h, --help              this help\n"
+	        "  -V, --version           print the version\n",
+	        SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR);
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_STATE = 256, OPT_RUNTIME, OPT_URI, OPT_LOG };
 	static const struct option longopts[] = {
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "state-dir", required_argument, NULL, OPT_STATE },
-		{ "runtime-dir", required_argument, NULL, OPT_RUNTIME },
-		{ "libvirt-uri", required_argument, NULL, OPT_URI },
-		{ "log-level", required_argument, NULL, OPT_LOG },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{},
+	        {"foreground", no_argument, NULL, 'f'},
+	        {"config", required_argument, NULL, 'c'},
+	        {"state-dir", required_argument, NULL, OPT_STATE},
+	        {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
+	        {"libvirt-uri", required_argument, NULL, OPT_URI},
+	        {"log-level", required_argument, NULL, OPT_LOG},
+	        {"help", no_argument, NULL, 'h'},
+	        {"version", no_argument, NULL, 'V'},
+	        {},
 	};
 	int c;
 
@@ -119,9 +119,9 @@ static int apply_config(struct options *o)
 		return 0;
 	if (r < 0)
 		return log_error_errno(r, "cannot read configuration %s%s%.0u: %s", path,
-				       line ? ", line " : "", line, slate_strerror(r));
+		                       line ? ", line " : "", line, slate_strerror(r));
 #define FILL(field, key)                                                                           \
-	if (!o->field && (v = conf_get(cf, key)))                                                 \
+	if (!o->field && (v = conf_get(cf, key)))                                                  \
 		o->field = strdup(v);
 	FILL(state_dir, "state-dir");
 	FILL(runtime_dir, "runtime-dir");
@@ -174,11 +174,11 @@ static void detach_stdio(void)
 
 int main(int argc, char **argv)
 {
-	struct options o = { 0 };
+	struct options o = {0};
 	_cleanup_(api_server_stopp) struct api_server *server = NULL;
 	_cleanup_close_ int state_fd = -1, lock_fd = -1;
 	int notify_fd = -1, listen_fd = -1, r, sig;
-	struct daemon_ctx ctx = { 0 };
+	struct daemon_ctx ctx = {0};
 	const struct api_route *routes;
 	struct api_server_config cfg;
 	_cleanup_free_ char *sock = NULL;
@@ -246,21 +246,27 @@ int main(int argc, char **argv)
 	(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
 
 	/* Socket activation: systemd hands us the listening socket as fd 3. */
-	if (sd_listen_fds(1) == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) > 0)
+	if (sd_listen_fds(1) == 1 &&
+	    sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) > 0)
 		listen_fd = SD_LISTEN_FDS_START;
 
 	sock = fs_path_join(o.runtime_dir, "slated.sock");
 	if (!sock)
 		return EXIT_FAILURE;
 	gr = getgrnam("slate");
-	ctx = (struct daemon_ctx){ .state_dir = o.state_dir, .runtime_dir = o.runtime_dir,
-				   .libvirt_uri = o.libvirt_uri, .state_dirfd = state_fd,
-				   .started = time(NULL) };
+	ctx = (struct daemon_ctx){.state_dir = o.state_dir,
+	                          .runtime_dir = o.runtime_dir,
+	                          .libvirt_uri = o.libvirt_uri,
+	                          .state_dirfd = state_fd,
+	                          .started = time(NULL)};
 	routes = routes_table(&n_routes);
-	cfg = (struct api_server_config){ .socket_path = sock, .listen_fd = listen_fd,
-					  .socket_mode = 0660,
-					  .socket_gid = gr ? gr->gr_gid : (gid_t)-1,
-					  .routes = routes, .n_routes = n_routes, .userdata = &ctx };
+	cfg = (struct api_server_config){.socket_path = sock,
+	                                 .listen_fd = listen_fd,
+	                                 .socket_mode = 0660,
+	                                 .socket_gid = gr ? gr->gr_gid : (gid_t)-1,
+	                                 .routes = routes,
+	                                 .n_routes = n_routes,
+	                                 .userdata = &ctx};
 	r = api_server_start(&cfg, &server);
 	if (r < 0) {
 		log_error_errno(r, "cannot serve on %s", sock);
@@ -269,7 +275,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	log_info("slated %s serving %s (state %s, libvirt %s)", SLATE_VERSION,
-		 listen_fd >= 0 ? "the socket systemd passed" : sock, o.state_dir, o.libvirt_uri);
+	         listen_fd >= 0 ? "the socket systemd passed" : sock, o.state_dir, o.libvirt_uri);
 	(void)sd_notifyf(0, "READY=1\nSTATUS=serving %s\nMAINPID=%d", sock, (int)getpid());
 	if (notify_fd >= 0) {
 		(void)fs_write_all(notify_fd, "", 1);

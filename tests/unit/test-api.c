@@ -80,7 +80,8 @@ static int slow_stream(struct api_stream *s, void *arg)
 
 	for (int i = 0; i < 2000 && r == 0; i++) {
 		struct json_object *o = json_object_new_object();
-		(void)json_add_string(o, "pad", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+		(void)json_add_string(o, "pad",
+		                      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
 		r = api_stream_progress(s, o);
 		usleep(2000);
 	}
@@ -106,20 +107,23 @@ static int h_slow_stream(struct api_request *req, struct api_reply *reply)
 }
 
 static const struct api_route routes[] = {
-	{ "GET", "/echo", h_echo },
-	{ "POST", "/echo", h_echo },
-	{ "GET", "/fail", h_fail },
-	{ "GET", "/stream", h_stream },
-	{ "GET", "/failing-stream", h_failing_stream },
-	{ "GET", "/slow-stream", h_slow_stream },
+        {"GET", "/echo", h_echo},
+        {"POST", "/echo", h_echo},
+        {"GET", "/fail", h_fail},
+        {"GET", "/stream", h_stream},
+        {"GET", "/failing-stream", h_failing_stream},
+        {"GET", "/slow-stream", h_slow_stream},
 };
 
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	struct api_server_config cfg = { .listen_fd = -1, .socket_mode = 0660,
-					 .socket_gid = (gid_t)-1, .routes = routes,
-					 .n_routes = ELEMENTSOF(routes), .idle_timeout_s = 2 };
+	struct api_server_config cfg = {.listen_fd = -1,
+	                                .socket_mode = 0660,
+	                                .socket_gid = (gid_t)-1,
+	                                .routes = routes,
+	                                .n_routes = ELEMENTSOF(routes),
+	                                .idle_timeout_s = 2};
 
 	strcpy(f->dir, "/tmp/slate-test-api.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
@@ -153,8 +157,8 @@ static void test_round_trip(void **state)
 	const char *path, *q;
 
 	assert_int_equal(api_client_call(f->client, "GET", "/v1/echo?q=a%20b", NULL, NULL, NULL,
-					 &reply, &err),
-			 0);
+	                                 &reply, &err),
+	                 0);
 	assert_int_equal(json_get_int64(reply, "uid", &uid), 0);
 	assert_int_equal(json_get_int64(reply, "pid", &pid), 0);
 	/* SO_PEERCRED: the server sees this very process. */
@@ -169,7 +173,7 @@ static void test_round_trip(void **state)
 	reply = NULL;
 	(void)json_add_string(body, "name", "ws\"1");
 	assert_int_equal(
-		api_client_call(f->client, "POST", "/v1/echo", body, NULL, NULL, &reply, &err), 0);
+	        api_client_call(f->client, "POST", "/v1/echo", body, NULL, NULL, &reply, &err), 0);
 	struct json_object *b;
 	const char *name;
 	assert_int_equal(json_get_object(reply, "body", &b), 0);
@@ -184,25 +188,25 @@ static void test_errors(void **state)
 	struct api_error err;
 
 	assert_true(api_client_call(f->client, "GET", "/v1/fail", NULL, NULL, NULL, &reply, &err) <
-		    0);
+	            0);
 	assert_null(reply);
 	assert_int_equal(err.status, 409);
 	assert_string_equal(err.kind, "conflict");
 	assert_string_equal(err.message, "workspace w1 is busy");
 
 	assert_true(api_client_call(f->client, "GET", "/v1/nope", NULL, NULL, NULL, &reply, &err) <
-		    0);
+	            0);
 	assert_int_equal(err.status, 404);
 	assert_string_equal(err.kind, API_ERR_NOT_FOUND);
 
 	assert_true(api_client_call(f->client, "DELETE", "/v1/echo", NULL, NULL, NULL, &reply,
-				    &err) < 0);
+	                            &err) < 0);
 	assert_int_equal(err.status, 405);
 
 	/* A version the daemon does not serve is named as such, not as a parse error. */
 	assert_int_equal(
-		api_client_call(f->client, "GET", "/v9/echo", NULL, NULL, NULL, &reply, &err),
-		SLATE_ERR_PROTOCOL_VERSION);
+	        api_client_call(f->client, "GET", "/v9/echo", NULL, NULL, NULL, &reply, &err),
+	        SLATE_ERR_PROTOCOL_VERSION);
 	assert_string_equal(err.kind, API_ERR_API_VERSION);
 	assert_non_null(strstr(err.message, "API version 9"));
 }
@@ -228,8 +232,8 @@ static void test_stream(void **state)
 
 	progress_count = 0;
 	assert_int_equal(api_client_call(f->client, "GET", "/v1/stream", NULL, on_progress, NULL,
-					 &result, &err),
-			 0);
+	                                 &result, &err),
+	                 0);
 	assert_int_equal(progress_count, 5);
 	assert_int_equal(json_get_string(result, "type", &type), 0);
 	assert_string_equal(type, "result");
@@ -240,7 +244,7 @@ static void test_stream(void **state)
 	json_object_put(result);
 	result = NULL;
 	assert_true(api_client_call(f->client, "GET", "/v1/failing-stream", NULL, on_progress, NULL,
-				    &result, &err) < 0);
+	                            &result, &err) < 0);
 	assert_int_equal(progress_count, 1);
 	assert_non_null(strstr(err.message, "space"));
 }
@@ -248,7 +252,7 @@ static void test_stream(void **state)
 /* A raw connection for hostile-client tests. */
 static int raw_connect(const struct fixture *f)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	assert_true(fd >= 0);
@@ -260,7 +264,7 @@ static int raw_connect(const struct fixture *f)
 /* Sends req and returns the status code of the answer (0 if the server just closed). */
 static int raw_exchange(const struct fixture *f, const char *req, size_t len)
 {
-	char resp[4096] = { 0 };
+	char resp[4096] = {0};
 	size_t got = 0;
 	int fd = raw_connect(f), status = 0;
 
@@ -268,7 +272,7 @@ static int raw_exchange(const struct fixture *f, const char *req, size_t len)
 		(void)send(fd, req, len, MSG_NOSIGNAL);
 	(void)shutdown(fd, SHUT_WR);
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (poll(&p, 1, 5000) <= 0)
 			break;
 		ssize_t n = read(fd, resp + got, sizeof(resp) - 1 - got);
@@ -290,7 +294,7 @@ static void assert_still_serving(struct fixture *f)
 	struct api_error err;
 
 	assert_int_equal(
-		api_client_call(f->client, "GET", "/v1/echo", NULL, NULL, NULL, &reply, &err), 0);
+	        api_client_call(f->client, "GET", "/v1/echo", NULL, NULL, NULL, &reply, &err), 0);
 }
 
 static void test_hostile_clients(void **state)
@@ -299,13 +303,13 @@ static void test_hostile_clients(void **state)
 	static const char garbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n";
 	static const char half[] = "GET /v1/echo HTTP/1.1\r\nHost: x\r\n";
 	static const char bad_version_hdr[] =
-		"GET /v1/echo HTTP/1.1\r\nHost: x\r\n" API_VERSION_HEADER ": 7\r\n\r\n";
+	        "GET /v1/echo HTTP/1.1\r\nHost: x\r\n" API_VERSION_HEADER ": 7\r\n\r\n";
 	static const char smuggle[] = "POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-				      "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+	                              "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
 	static const char big_declared[] = "POST /v1/echo HTTP/1.1\r\nHost: x\r\n"
-					   "Content-Length: 100000000\r\n\r\n{}";
+	                                   "Content-Length: 100000000\r\n\r\n{}";
 	static const char not_json[] = "POST /v1/echo HTTP/1.1\r\nHost: x\r\n"
-				       "Content-Length: 4\r\n\r\nnope";
+	                               "Content-Length: 4\r\n\r\nnope";
 	char *big_header;
 	int status;
 
@@ -341,7 +345,7 @@ static void test_hostile_clients(void **state)
 		int fd = raw_connect(f);
 		char chunk[64];
 		static const char head[] = "POST /v1/echo HTTP/1.1\r\nHost: x\r\n"
-					   "Transfer-Encoding: chunked\r\n\r\n";
+		                           "Transfer-Encoding: chunked\r\n\r\n";
 		char *data = malloc(64 * 1024);
 		memset(data, ' ', 64 * 1024);
 		(void)send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL);
@@ -352,8 +356,8 @@ static void test_hostile_clients(void **state)
 			(void)send(fd, "\r\n", 2, MSG_NOSIGNAL);
 		}
 		(void)send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL);
-		char resp[256] = { 0 };
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		char resp[256] = {0};
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		assert_true(poll(&p, 1, 5000) > 0);
 		assert_true(read(fd, resp, sizeof(resp) - 1) > 0);
 		assert_non_null(strstr(resp, " 413 "));
@@ -392,7 +396,7 @@ static void test_unreachable(void **state)
 
 	assert_int_equal(api_client_new("/nonexistent/slated.sock", &c), 0);
 	assert_int_equal(api_client_call(c, "GET", "/v1/version", NULL, NULL, NULL, &reply, &err),
-			 -ECONNREFUSED);
+	                 -ECONNREFUSED);
 	/* The message names the socket and how to start the daemon. */
 	assert_non_null(strstr(err.message, "/nonexistent/slated.sock"));
 	assert_non_null(strstr(err.message, "slated"));
@@ -403,9 +407,10 @@ static void *fake_daemon(void *p)
 {
 	int lfd = *(int *)p, fd;
 	char buf[2048];
-	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-				   API_VERSION_HEADER ": 2\r\nContent-Length: 2\r\n"
-				   "Connection: close\r\n\r\n{}";
+	static const char resp[] =
+	        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" API_VERSION_HEADER
+	        ": 2\r\nContent-Length: 2\r\n"
+	        "Connection: close\r\n\r\n{}";
 
 	fd = accept(lfd, NULL, NULL);
 	if (fd >= 0) {
@@ -420,7 +425,7 @@ static void test_version_mismatch(void **state)
 {
 	struct fixture *f = *state;
 	_cleanup_(api_client_freep) struct api_client *c = NULL;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct json_object *reply = NULL;
 	struct api_error err;
 	pthread_t t;
@@ -433,7 +438,7 @@ static void test_version_mismatch(void **state)
 	assert_int_equal(pthread_create(&t, NULL, fake_daemon, &lfd), 0);
 	assert_int_equal(api_client_new(sa.sun_path, &c), 0);
 	assert_int_equal(api_client_call(c, "GET", "/v1/version", NULL, NULL, NULL, &reply, &err),
-			 SLATE_ERR_PROTOCOL_VERSION);
+	                 SLATE_ERR_PROTOCOL_VERSION);
 	assert_non_null(strstr(err.message, "API version 2"));
 	pthread_join(t, NULL);
 	close(lfd);
@@ -448,17 +453,17 @@ static void test_path_split(void **state)
 		unsigned version;
 		const char *rest;
 	} cases[] = {
-		{ "/v1/version", 1, 1, "/version" },
-		{ "/v1", 1, 1, "/" },
-		{ "/v12/x/y", 1, 12, "/x/y" },
-		{ "/v0/x", 0, 0, NULL },
-		{ "/v01/x", 0, 0, NULL },
-		{ "/v/x", 0, 0, NULL },
-		{ "/v1x", 0, 0, NULL },
-		{ "/v99999/x", 0, 0, NULL },
-		{ "v1/x", 0, 0, NULL },
-		{ "", 0, 0, NULL },
-		{ "/v-1/x", 0, 0, NULL },
+	        {"/v1/version", 1, 1, "/version"},
+	        {"/v1", 1, 1, "/"},
+	        {"/v12/x/y", 1, 12, "/x/y"},
+	        {"/v0/x", 0, 0, NULL},
+	        {"/v01/x", 0, 0, NULL},
+	        {"/v/x", 0, 0, NULL},
+	        {"/v1x", 0, 0, NULL},
+	        {"/v99999/x", 0, 0, NULL},
+	        {"v1/x", 0, 0, NULL},
+	        {"", 0, 0, NULL},
+	        {"/v-1/x", 0, 0, NULL},
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -480,14 +485,14 @@ static void test_path_split(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_path_split),
-		cmocka_unit_test(test_unreachable),
-		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_hostile_clients, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_disconnect_mid_stream, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
+	        cmocka_unit_test(test_path_split),
+	        cmocka_unit_test(test_unreachable),
+	        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_hostile_clients, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_disconnect_mid_stream, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

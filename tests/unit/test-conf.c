@@ -19,17 +19,17 @@ static void test_parse_table(void **state)
 		unsigned line;
 		const char *key, *value;
 	} cases[] = {
-		{ "state-dir = /srv/slate\n", 0, 0, "state-dir", "/srv/slate" },
-		{ "# comment\n\n  libvirt-uri=qemu:///session  \n", 0, 0, "libvirt-uri",
-		  "qemu:///session" },
-		{ "a = b = c", 0, 0, "a", "b = c" },
-		{ "empty =", 0, 0, "empty", "" },
-		{ "crlf = x\r\n", 0, 0, "crlf", "x" },
-		{ "ok = 1\nnoequals\n", SLATE_ERR_INVALID_FORMAT, 2, NULL, NULL },
-		{ "= value", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL },
-		{ "Upper = 1", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL },
-		{ "sp ace = 1", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL },
-		{ "a = 1\n# x\na = 2\n", SLATE_ERR_INVALID_FORMAT, 3, NULL, NULL },
+	        {"state-dir = /srv/slate\n", 0, 0, "state-dir", "/srv/slate"},
+	        {"# comment\n\n  libvirt-uri=qemu:///session  \n", 0, 0, "libvirt-uri",
+	         "qemu:///session"},
+	        {"a = b = c", 0, 0, "a", "b = c"},
+	        {"empty =", 0, 0, "empty", ""},
+	        {"crlf = x\r\n", 0, 0, "crlf", "x"},
+	        {"ok = 1\nnoequals\n", SLATE_ERR_INVALID_FORMAT, 2, NULL, NULL},
+	        {"= value", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL},
+	        {"Upper = 1", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL},
+	        {"sp ace = 1", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL},
+	        {"a = 1\n# x\na = 2\n", SLATE_ERR_INVALID_FORMAT, 3, NULL, NULL},
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -57,7 +57,7 @@ static void test_nul_and_size(void **state)
 	char *big;
 
 	assert_int_equal(conf_parse(with_nul, sizeof(with_nul) - 1, &c, NULL),
-			 SLATE_ERR_INVALID_FORMAT);
+	                 SLATE_ERR_INVALID_FORMAT);
 	big = calloc(1, CONF_MAX_SIZE + 2);
 	memset(big, '#', CONF_MAX_SIZE + 1);
 	assert_int_equal(conf_parse(big, CONF_MAX_SIZE + 1, &c, NULL), SLATE_ERR_TOO_LARGE);
@@ -76,9 +76,9 @@ static void test_load_missing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_table),
-		cmocka_unit_test(test_nul_and_size),
-		cmocka_unit_test(test_load_missing),
+	        cmocka_unit_test(test_parse_table),
+	        cmocka_unit_test(test_nul_and_size),
+	        cmocka_unit_test(test_load_missing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,8 +21,8 @@ struct api_client {
 };
 
 struct call_state {
-	struct buf *data;            /* the reply body, or the unfinished stream line */
-	bool stream;                 /* reply is application/x-ndjson */
+	struct buf *data; /* the reply body, or the unfinished stream line */
+	bool stream;      /* reply is application/x-ndjson */
 	bool header_seen_version;
 	char daemon_api_version[16];
 	api_event_fn on_event;
@@ -32,7 +32,10 @@ struct call_state {
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { (void)curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void)
+{
+	(void)curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 _printf_(3, 4) static int set_error(struct api_error *err, int code, const char *fmt, ...)
 {
@@ -76,7 +79,10 @@ void api_client_free(struct api_client *c)
 	free(c);
 }
 
-const char *api_client_socket(const struct api_client *c) { return c->socket_path; }
+const char *api_client_socket(const struct api_client *c)
+{
+	return c->socket_path;
+}
 
 static size_t on_header(char *line, size_t size, size_t n, void *p)
 {
@@ -180,13 +186,13 @@ static int error_from_reply(struct json_object *o, unsigned status, struct api_e
 }
 
 int api_client_call(struct api_client *c, const char *method, const char *path,
-		    struct json_object *body, api_event_fn on_event, void *userdata,
-		    struct json_object **ret, struct api_error *err)
+                    struct json_object *body, api_event_fn on_event, void *userdata,
+                    struct json_object **ret, struct api_error *err)
 {
 	_cleanup_free_ char *body_text = NULL;
 	_cleanup_json_ struct json_object *doc = NULL;
 	struct curl_slist *headers = NULL;
-	struct call_state st = { .on_event = on_event, .userdata = userdata };
+	struct call_state st = {.on_event = on_event, .userdata = userdata};
 	char url[512], vh[64];
 	long status = 0;
 	CURLcode cc;
@@ -231,35 +237,37 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 	curl_slist_free_all(headers);
 	(void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 
-	if (cc == CURLE_COULDNT_CONNECT || (cc != CURLE_OK && status == 0 && !st.header_seen_version)) {
-		r = set_error(err, -ECONNREFUSED,
-			      "cannot reach slated at %s (%s); start it with 'systemctl start "
-			      "slated.socket' or 'slated --foreground', or point --socket/SLATE_SOCKET "
-			      "at a running one",
-			      c->socket_path, curl_easy_strerror(cc));
+	if (cc == CURLE_COULDNT_CONNECT ||
+	    (cc != CURLE_OK && status == 0 && !st.header_seen_version)) {
+		r = set_error(
+		        err, -ECONNREFUSED,
+		        "cannot reach slated at %s (%s); start it with 'systemctl start "
+		        "slated.socket' or 'slated --foreground', or point --socket/SLATE_SOCKET "
+		        "at a running one",
+		        c->socket_path, curl_easy_strerror(cc));
 		goto out;
 	}
 	if (!st.header_seen_version) {
 		r = set_error(err, SLATE_ERR_PROTOCOL_VERSION,
-			      "%s does not answer like slated (no %s header)", c->socket_path,
-			      API_VERSION_HEADER);
+		              "%s does not answer like slated (no %s header)", c->socket_path,
+		              API_VERSION_HEADER);
 		goto out;
 	}
 	if (!streq(st.daemon_api_version, STRINGIFY(SLATE_API_VERSION))) {
 		r = set_error(err, SLATE_ERR_PROTOCOL_VERSION,
-			      "slated speaks API version %s, this slate %s speaks %d: use a slate "
-			      "client that matches the daemon",
-			      st.daemon_api_version, SLATE_VERSION, SLATE_API_VERSION);
+		              "slated speaks API version %s, this slate %s speaks %d: use a slate "
+		              "client that matches the daemon",
+		              st.daemon_api_version, SLATE_VERSION, SLATE_API_VERSION);
 		goto out;
 	}
 	if (cc != CURLE_OK && st.error == 0) {
 		r = set_error(err, -EIO, "talking to slated at %s: %s", c->socket_path,
-			      curl_easy_strerror(cc));
+		              curl_easy_strerror(cc));
 		goto out;
 	}
 	if (st.error < 0) {
 		r = set_error(err, st.error, "slated sent an invalid reply: %s",
-			      slate_strerror(st.error));
+		              slate_strerror(st.error));
 		goto out;
 	}
 
@@ -268,12 +276,12 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 
 		if (buf_len(st.data) > 0) {
 			r = set_error(err, SLATE_ERR_MESSAGE_INCOMPLETE,
-				      "slated's event stream ended in the middle of a line");
+			              "slated's event stream ended in the middle of a line");
 			goto out;
 		}
 		if (!st.final) {
 			r = set_error(err, SLATE_ERR_MESSAGE_INCOMPLETE,
-				      "slated's event stream ended without a result");
+			              "slated's event stream ended without a result");
 			goto out;
 		}
 		(void)json_get_string(st.final, "type", &type);
@@ -289,7 +297,7 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 
 	if (buf_len(st.data) > 0) {
 		r = json_parse_bounded((const char *)buf_ptr(st.data), buf_len(st.data),
-				       API_MAX_REPLY, &doc);
+		                       API_MAX_REPLY, &doc);
 		if (r < 0) {
 			r = set_error(err, r, "slated sent invalid JSON: %s", slate_strerror(r));
 			goto out;

@@ -16,9 +16,9 @@ struct api_client;
 
 /* What went wrong, for the top level to print once: "slate: <what>: <message>". */
 struct api_error {
-	int code;          /* negative errno / slate_err, or SLATE_ERR_PROTOCOL_VERSION */
-	unsigned status;   /* HTTP status when the daemon answered, else 0 */
-	char kind[64];     /* the daemon's error code ("not_found"...), or "" */
+	int code;        /* negative errno / slate_err, or SLATE_ERR_PROTOCOL_VERSION */
+	unsigned status; /* HTTP status when the daemon answered, else 0 */
+	char kind[64];   /* the daemon's error code ("not_found"...), or "" */
 	char message[1024];
 };
 
@@ -40,5 +40,5 @@ const char *api_client_socket(const struct api_client *c);
  * error reply, an unreachable socket, or an API version mismatch.
  */
 int api_client_call(struct api_client *c, const char *method, const char *path,
-		    struct json_object *body, api_event_fn on_event, void *userdata,
-		    struct json_object **ret, struct api_error *err);
+                    struct json_object *body, api_event_fn on_event, void *userdata,
+                    struct json_object **ret, struct api_error *err);

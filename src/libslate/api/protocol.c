@@ -55,8 +55,7 @@ struct json_object *api_event_new(const char *type, struct json_object *data)
 	if (!o || json_add_string(o, "type", type) < 0)
 		return NULL;
 	if (data) {
-		json_object_object_foreach(data, k, v)
-		{
+		json_object_object_foreach (data, k, v) {
 			if (streq(k, "type"))
 				continue;
 			if (json_add(o, k, json_object_get(v)) < 0)

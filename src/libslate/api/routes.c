@@ -23,7 +23,7 @@ static struct json_object *caller_json(const struct api_caller *c)
 	struct json_object *o = json_object_new_object();
 
 	if (o && (json_add_int64(o, "uid", c->uid) < 0 || json_add_int64(o, "gid", c->gid) < 0 ||
-		  json_add_int64(o, "pid", c->pid) < 0)) {
+	          json_add_int64(o, "pid", c->pid) < 0)) {
 		json_object_put(o);
 		return NULL;
 	}
@@ -46,9 +46,9 @@ static int handle_version(struct api_request *req, struct api_reply *reply)
 
 /* One line of the system check: emitted as a progress event and kept for the result. */
 static int check_emit(struct api_stream *s, struct json_object *checks, const char *name,
-		      const char *status, const char *fmt, ...) _printf_(5, 6);
+                      const char *status, const char *fmt, ...) _printf_(5, 6);
 static int check_emit(struct api_stream *s, struct json_object *checks, const char *name,
-		      const char *status, const char *fmt, ...)
+                      const char *status, const char *fmt, ...)
 {
 	char detail[512];
 	struct json_object *c;
@@ -88,39 +88,40 @@ static int system_check(struct api_stream *s, void *arg)
 	if (r < 0)
 		failed++;
 	(void)check_emit(s, checks, "state-dir", r < 0 ? "fail" : "ok", "%s on %s%s", d->state_dir,
-			 reflink_fs_name(d->state_dirfd), r < 0 ? " is not writable" : "");
+	                 reflink_fs_name(d->state_dirfd), r < 0 ? " is not writable" : "");
 
 	r = reflink_supported_at(d->state_dirfd);
 	(void)check_emit(s, checks, "reflink", r > 0 ? "ok" : "warn", "%s",
-			 r > 0	 ? "FICLONE works in the state directory"
-			 : r == 0 ? "no reflinks here: workspaces need a loop-backed btrfs pool"
-				  : slate_strerror(r));
+	                 r > 0    ? "FICLONE works in the state directory"
+	                 : r == 0 ? "no reflinks here: workspaces need a loop-backed btrfs pool"
+	                          : slate_strerror(r));
 
 	conn = virConnectOpen(d->libvirt_uri);
 	if (conn) {
 		unsigned long hv = 0, lib = 0;
 		(void)virConnectGetVersion(conn, &hv);
 		(void)virConnectGetLibVersion(conn, &lib);
-		(void)check_emit(s, checks, "libvirt", "ok", "%s: libvirt %lu.%lu.%lu, %s %lu.%lu.%lu",
-				 d->libvirt_uri, lib / 1000000, lib / 1000 % 1000, lib % 1000,
-				 virConnectGetType(conn) ? virConnectGetType(conn) : "hypervisor",
-				 hv / 1000000, hv / 1000 % 1000, hv % 1000);
+		(void)check_emit(s, checks, "libvirt", "ok",
+		                 "%s: libvirt %lu.%lu.%lu, %s %lu.%lu.%lu", d->libvirt_uri,
+		                 lib / 1000000, lib / 1000 % 1000, lib % 1000,
+		                 virConnectGetType(conn) ? virConnectGetType(conn) : "hypervisor",
+		                 hv / 1000000, hv / 1000 % 1000, hv % 1000);
 		(void)virConnectClose(conn);
 	} else {
 		virErrorPtr e = virGetLastError();
 		failed++;
 		(void)check_emit(s, checks, "libvirt", "fail", "cannot connect to %s: %s",
-				 d->libvirt_uri, e && e->message ? e->message : "unknown error");
+		                 d->libvirt_uri, e && e->message ? e->message : "unknown error");
 	}
 
 	r = access("/dev/kvm", R_OK | W_OK);
 	(void)check_emit(s, checks, "kvm", r == 0 ? "ok" : "warn", "%s",
-			 r == 0 ? "/dev/kvm is present (whether it runs guests is probed at start)"
-				: "no /dev/kvm: guests run under TCG emulation, much slower");
+	                 r == 0 ? "/dev/kvm is present (whether it runs guests is probed at start)"
+	                        : "no /dev/kvm: guests run under TCG emulation, much slower");
 	r = access("/dev/vhost-vsock", R_OK | W_OK);
 	(void)check_emit(s, checks, "vsock", r == 0 ? "ok" : "warn", "%s",
-			 r == 0 ? "/dev/vhost-vsock is present"
-				: "no /dev/vhost-vsock: the guest channel uses virtio-serial");
+	                 r == 0 ? "/dev/vhost-vsock is present"
+	                        : "no /dev/vhost-vsock: the guest channel uses virtio-serial");
 
 	if (json_add(result, "checks", TAKE_PTR(checks)) < 0 ||
 	    json_add_int64(result, "failed", failed) < 0)
@@ -134,8 +135,8 @@ static int handle_system_check(struct api_request *req, struct api_reply *reply)
 }
 
 static const struct api_route routes[] = {
-	{ "GET", "/version", handle_version },
-	{ "GET", "/system/check", handle_system_check },
+        {"GET", "/version", handle_version},
+        {"GET", "/system/check", handle_system_check},
 };
 
 const struct api_route *routes_table(size_t *ret_n)

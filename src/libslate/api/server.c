@@ -166,7 +166,8 @@ static void *stream_worker(void *p)
 	r = s->fn(s, s->arg);
 	if (!s->finished) {
 		if (r >= 0)
-			(void)api_stream_error(s, API_ERR_INTERNAL, "operation ended without a result");
+			(void)api_stream_error(s, API_ERR_INTERNAL,
+			                       "operation ended without a result");
 		else
 			(void)api_stream_error(s, API_ERR_FAILED, slate_strerror(r));
 	}
@@ -208,7 +209,7 @@ static void stream_reader_free(void *cls)
 }
 
 static enum MHD_Result queue_json(struct MHD_Connection *conn, unsigned status,
-				  struct json_object *obj)
+                                  struct json_object *obj)
 {
 	_cleanup_free_ char *text = NULL;
 	struct MHD_Response *resp;
@@ -232,13 +233,13 @@ static enum MHD_Result queue_json(struct MHD_Connection *conn, unsigned status,
 }
 
 static enum MHD_Result queue_error(struct MHD_Connection *conn, unsigned status, const char *code,
-				   const char *message)
+                                   const char *message)
 {
 	return queue_json(conn, status, api_error_new(code, message));
 }
 
 static enum MHD_Result queue_stream(struct api_server *server, struct MHD_Connection *conn,
-				    const struct api_caller *caller, struct api_reply *reply)
+                                    const struct api_caller *caller, struct api_reply *reply)
 {
 	struct stream_reader *rd = NULL;
 	struct api_stream *s = NULL;
@@ -258,13 +259,16 @@ static enum MHD_Result queue_stream(struct api_server *server, struct MHD_Connec
 		goto fail;
 	}
 	rd->rfd = p[0];
-	*s = (struct api_stream){ .server = server, .caller = *caller, .wfd = p[1],
-				  .fn = reply->stream, .arg = reply->stream_arg,
-				  .arg_free = reply->stream_arg_free };
+	*s = (struct api_stream){.server = server,
+	                         .caller = *caller,
+	                         .wfd = p[1],
+	                         .fn = reply->stream,
+	                         .arg = reply->stream_arg,
+	                         .arg_free = reply->stream_arg_free};
 	reply->stream_arg = NULL; /* owned by the stream now */
 
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, rd,
-						 stream_reader_free);
+	                                         stream_reader_free);
 	if (!resp) {
 		stream_reader_free(rd);
 		rd = NULL;
@@ -299,7 +303,7 @@ fail_stream:
 		s->arg_free(s->arg);
 	free(s);
 	return queue_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, API_ERR_INTERNAL,
-			   "cannot start the operation");
+	                   "cannot start the operation");
 fail:
 	free(rd);
 	free(s);
@@ -307,7 +311,7 @@ fail:
 		reply->stream_arg_free(reply->stream_arg);
 	reply->stream_arg = NULL;
 	return queue_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, API_ERR_INTERNAL,
-			   "cannot start the operation");
+	                   "cannot start the operation");
 }
 
 static int peer_caller(struct MHD_Connection *conn, struct api_caller *ret)
@@ -323,15 +327,15 @@ static int peer_caller(struct MHD_Connection *conn, struct api_caller *ret)
 		return -errno;
 	if (len != sizeof(uc))
 		return -EIO;
-	*ret = (struct api_caller){ .uid = uc.uid, .gid = uc.gid, .pid = uc.pid };
+	*ret = (struct api_caller){.uid = uc.uid, .gid = uc.gid, .pid = uc.pid};
 	return 0;
 }
 
 static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection *conn,
-				const char *method, const char *url, struct request_ctx *ctx)
+                                const char *method, const char *url, struct request_ctx *ctx)
 {
 	_cleanup_json_ struct json_object *body = NULL;
-	struct api_reply reply = { 0 };
+	struct api_reply reply = {0};
 	const char *rest, *hdr;
 	unsigned version;
 	bool path_known = false;
@@ -342,29 +346,30 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 	if (hdr && !streq(hdr, STRINGIFY(SLATE_API_VERSION))) {
 		char msg[256];
 		(void)snprintf(msg, sizeof(msg),
-			       "client speaks API version %.16s, slated %s speaks version %d", hdr,
-			       SLATE_VERSION, SLATE_API_VERSION);
+		               "client speaks API version %.16s, slated %s speaks version %d", hdr,
+		               SLATE_VERSION, SLATE_API_VERSION);
 		return queue_error(conn, MHD_HTTP_BAD_REQUEST, API_ERR_API_VERSION, msg);
 	}
 	if (api_path_split(url, &version, &rest) < 0)
 		return queue_error(conn, MHD_HTTP_NOT_FOUND, API_ERR_NOT_FOUND,
-				   "paths start with an API version, e.g. /v1/version");
+		                   "paths start with an API version, e.g. /v1/version");
 	if (version != SLATE_API_VERSION) {
 		char msg[256];
-		(void)snprintf(msg, sizeof(msg), "API version %u is not served; slated %s speaks %d",
-			       version, SLATE_VERSION, SLATE_API_VERSION);
+		(void)snprintf(msg, sizeof(msg),
+		               "API version %u is not served; slated %s speaks %d", version,
+		               SLATE_VERSION, SLATE_API_VERSION);
 		return queue_error(conn, MHD_HTTP_NOT_FOUND, API_ERR_API_VERSION, msg);
 	}
 	if (ctx->body_too_large)
 		return queue_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, API_ERR_TOO_LARGE,
-				   "request body over the limit");
+		                   "request body over the limit");
 	if (ctx->body && buf_len(ctx->body) > 0) {
 		r = json_parse_object((const char *)buf_ptr(ctx->body), buf_len(ctx->body),
-				      API_MAX_REQUEST_BODY, &body);
+		                      API_MAX_REQUEST_BODY, &body);
 		if (r < 0) {
 			char msg[256];
 			(void)snprintf(msg, sizeof(msg), "request body is not a JSON object: %s",
-				       slate_strerror(r));
+			               slate_strerror(r));
 			return queue_error(conn, MHD_HTTP_BAD_REQUEST, API_ERR_BAD_REQUEST, msg);
 		}
 	}
@@ -379,14 +384,18 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 		if (!streq(rt->method, method))
 			continue;
 
-		req = (struct api_request){ .method = method, .path = rest, .caller = ctx->caller,
-					    .body = body, .server = server,
-					    .userdata = server->userdata, .connection_ = conn };
+		req = (struct api_request){.method = method,
+		                           .path = rest,
+		                           .caller = ctx->caller,
+		                           .body = body,
+		                           .server = server,
+		                           .userdata = server->userdata,
+		                           .connection_ = conn};
 		r = rt->handler(&req, &reply);
 		if (r < 0 && !reply.json && !reply.stream) {
 			log_debug_errno(r, "%s %s failed", method, url);
 			return queue_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, API_ERR_INTERNAL,
-					   slate_strerror(r));
+			                   slate_strerror(r));
 		}
 		if (reply.stream) {
 			json_object_put(reply.json);
@@ -397,13 +406,13 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 	}
 	if (path_known)
 		return queue_error(conn, MHD_HTTP_METHOD_NOT_ALLOWED, API_ERR_METHOD,
-				   "method not allowed on this path");
+		                   "method not allowed on this path");
 	return queue_error(conn, MHD_HTTP_NOT_FOUND, API_ERR_NOT_FOUND, "no such API path");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *http_version,
-				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+                                  const char *method, const char *http_version,
+                                  const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	struct api_server *server = cls;
 	struct request_ctx *ctx = *con_cls;
@@ -418,14 +427,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (peer_caller(conn, &ctx->caller) < 0)
 			/* No credentials, no service: never guess who is asking. */
 			return queue_error(conn, MHD_HTTP_FORBIDDEN, API_ERR_PERMISSION,
-					   "cannot identify the caller (SO_PEERCRED)");
+			                   "cannot identify the caller (SO_PEERCRED)");
 		ctx->have_caller = true;
 		/* Refuse a declared oversize body before reading a byte of it. */
 		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > API_MAX_REQUEST_BODY)
 			return queue_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, API_ERR_TOO_LARGE,
-					   "request body over the limit");
+			                   "request body over the limit");
 		return MHD_YES;
 	}
 	if (!ctx->have_caller)
@@ -451,7 +460,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-			 enum MHD_RequestTerminationCode toe)
+                         enum MHD_RequestTerminationCode toe)
 {
 	struct request_ctx *ctx = *con_cls;
 
@@ -465,7 +474,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static int bind_socket(const char *path, mode_t mode, gid_t gid, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	mode_t old;
 	int r;
 
@@ -526,15 +535,15 @@ int api_server_start(const struct api_server_config *cfg, struct api_server **re
 	}
 
 	s->mhd = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-			MHD_USE_ERROR_LOG | MHD_USE_ITC,
-		0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-		cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
-		MHD_OPTION_CONNECTION_TIMEOUT,
-		cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL, MHD_OPTION_END);
+	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+	                MHD_USE_ERROR_LOG | MHD_USE_ITC,
+	        0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
+	        cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,
+	        MHD_OPTION_CONNECTION_TIMEOUT,
+	        cfg->idle_timeout_s ? cfg->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY_LIMIT,
+	        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL, MHD_OPTION_END);
 	if (!s->mhd) {
 		r = -EIO;
 		goto fail;

@@ -28,7 +28,7 @@ struct api_request {
 	struct api_caller caller;
 	struct json_object *body; /* parsed JSON body or NULL */
 	struct api_server *server;
-	void *userdata; /* the server's userdata */
+	void *userdata;    /* the server's userdata */
 	void *connection_; /* private */
 };
 
@@ -61,8 +61,8 @@ struct api_server_config {
 	const struct api_route *routes;
 	size_t n_routes;
 	void *userdata;
-	unsigned max_connections;    /* 0: default */
-	unsigned idle_timeout_s;     /* 0: default; a half-sent request is dropped after this */
+	unsigned max_connections; /* 0: default */
+	unsigned idle_timeout_s;  /* 0: default; a half-sent request is dropped after this */
 };
 
 /* Starts serving. Returns 0 and the server in *ret, or a negative error. */
@@ -74,7 +74,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_server *, api_server_stop);
 /* Reply helpers: each takes over obj. Return 0 (or -ENOMEM). */
 int api_reply_json(struct api_reply *r, unsigned status, struct json_object *obj);
 int api_reply_error(struct api_reply *r, unsigned status, const char *code, const char *fmt, ...)
-	_printf_(4, 5);
+        _printf_(4, 5);
 int api_reply_stream(struct api_reply *r, api_stream_fn fn, void *arg, void (*arg_free)(void *));
 
 /*

@@ -49,8 +49,8 @@ int buf_put(struct buf *b, const void *p, size_t n);
 int buf_put_u8(struct buf *b, uint8_t v);
 int buf_put_u32(struct buf *b, uint32_t v);
 int buf_put_u64(struct buf *b, uint64_t v);
-int buf_put_string(struct buf *b, const void *p, size_t n); /* u32 length + bytes */
-int buf_put_cstring(struct buf *b, const char *s);          /* u32 length + bytes, no NUL */
+int buf_put_string(struct buf *b, const void *p, size_t n);       /* u32 length + bytes */
+int buf_put_cstring(struct buf *b, const char *s);                /* u32 length + bytes, no NUL */
 int buf_putf(struct buf *b, const char *fmt, ...) _printf_(2, 3); /* formatted, no NUL */
 int buf_putfv(struct buf *b, const char *fmt, va_list ap) _printf_(2, 0);
 /* Makes room for n bytes at the end and returns a pointer to them in *ret_p. */

@@ -37,7 +37,10 @@ const char *conf_get(const struct conf *c, const char *key)
 	return NULL;
 }
 
-static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
+static bool is_space(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r';
+}
 
 static int parse_line(struct conf *c, const char *p, size_t len)
 {

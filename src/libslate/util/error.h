@@ -11,7 +11,7 @@
 
 enum slate_err {
 	SLATE_ERR_INTERNAL = -(SLATE_ERR_BASE + 1),
-	SLATE_ERR_NO_BUFFER_SPACE = -(SLATE_ERR_BASE + 2),   /* would exceed the buffer's maximum */
+	SLATE_ERR_NO_BUFFER_SPACE = -(SLATE_ERR_BASE + 2), /* would exceed the buffer's maximum */
 	SLATE_ERR_MESSAGE_INCOMPLETE = -(SLATE_ERR_BASE + 3), /* read past the end of the data */
 	SLATE_ERR_INVALID_FORMAT = -(SLATE_ERR_BASE + 4),
 	SLATE_ERR_STRING_TOO_LARGE = -(SLATE_ERR_BASE + 5),

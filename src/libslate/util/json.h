@@ -32,8 +32,9 @@ int json_get_string(struct json_object *o, const char *key, const char **ret);
 int json_get_int64(struct json_object *o, const char *key, int64_t *ret);
 int json_get_uint32(struct json_object *o, const char *key, uint32_t *ret); /* range-checked */
 int json_get_bool(struct json_object *o, const char *key, bool *ret);
-int json_get_object(struct json_object *o, const char *key, struct json_object **ret); /* borrowed */
-int json_get_array(struct json_object *o, const char *key, struct json_object **ret);  /* borrowed */
+int json_get_object(struct json_object *o, const char *key,
+                    struct json_object **ret);                                        /* borrowed */
+int json_get_array(struct json_object *o, const char *key, struct json_object **ret); /* borrowed */
 
 /* Adds key to o; the value reference is taken over even on failure. Returns 0 or -ENOMEM. */
 int json_add(struct json_object *o, const char *key, struct json_object *value);

@@ -16,7 +16,8 @@
 #include "util/macro.h"
 
 enum log_target {
-	LOG_TARGET_AUTO = 0, /* journald if JOURNAL_STREAM names our stderr or INVOCATION_ID is set */
+	LOG_TARGET_AUTO =
+	        0, /* journald if JOURNAL_STREAM names our stderr or INVOCATION_ID is set */
 	LOG_TARGET_STDERR,
 	LOG_TARGET_JOURNAL,
 };
@@ -37,7 +38,7 @@ void log_unforbid(const void *secret, size_t len);
 
 /* Logs and returns -abs(error) (or 0 when error is 0). workspace may be NULL. */
 int log_internal(int level, int error, const char *workspace, const char *file, int line,
-		 const char *func, const char *fmt, ...) _printf_(7, 8);
+                 const char *func, const char *fmt, ...) _printf_(7, 8);
 
 #define log_full_errno(level, error, ...)                                                          \
 	log_internal((level), (error), NULL, __FILE__, __LINE__, __func__, __VA_ARGS__)
@@ -50,4 +51,5 @@ int log_internal(int level, int error, const char *workspace, const char *file, 
 #define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, (e), __VA_ARGS__)
 #define log_error_errno(e, ...) log_full_errno(LOG_ERR, (e), __VA_ARGS__)
 /* With a WORKSPACE= field. */
-#define log_ws(level, ws, ...) log_internal((level), 0, (ws), __FILE__, __LINE__, __func__, __VA_ARGS__)
+#define log_ws(level, ws, ...)                                                                     \
+	log_internal((level), 0, (ws), __FILE__, __LINE__, __func__, __VA_ARGS__)

@@ -37,7 +37,10 @@
 		_r_ < 0 ? -errno : (int)_r_;                                                       \
 	})
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
 
 /* close() that keeps errno, for cleanup paths. */
 static inline int safe_close(int fd)
@@ -49,7 +52,10 @@ static inline int safe_close(int fd)
 	}
 	return -1;
 }
-static inline void closep(int *fd) { (void)safe_close(*fd); }
+static inline void closep(int *fd)
+{
+	(void)safe_close(*fd);
+}
 static inline void fclosep(FILE **f)
 {
 	if (*f)
