@@ -8,6 +8,7 @@ src_libslate_libslate_la_SOURCES = \
 	src/libslate/util/fs.c src/libslate/util/fs.h \
 	src/libslate/util/json.c src/libslate/util/json.h \
 	src/libslate/util/conf.c src/libslate/util/conf.h \
+	src/libslate/util/size.c src/libslate/util/size.h \
 	src/libslate/api/protocol.c src/libslate/api/protocol.h \
 	src/libslate/api/server.c src/libslate/api/server.h \
 	src/libslate/api/client.c src/libslate/api/client.h \

@@ -482,10 +482,55 @@ static void test_path_split(void **state)
 	}
 }
 
+static void test_route_match(void **state)
+{
+	static const struct {
+		const char *pattern, *path;
+		int match;
+		size_t n;
+		const char *p0, *p1;
+	} cases[] = {
+	        {"/version", "/version", 1, 0, NULL, NULL},
+	        {"/version", "/version/", 0, 0, NULL, NULL},
+	        {"/version", "/versions", 0, 0, NULL, NULL},
+	        {"/workspaces/:name", "/workspaces/dev", 1, 1, "dev", NULL},
+	        {"/workspaces/:name", "/workspaces/", 0, 0, NULL, NULL},
+	        {"/workspaces/:name", "/workspaces/..", 0, 0, NULL, NULL},
+	        {"/workspaces/:name", "/workspaces/.", 0, 0, NULL, NULL},
+	        {"/workspaces/:name", "/workspaces/a/b", 0, 0, NULL, NULL},
+	        {"/workspaces/:name/reset", "/workspaces/dev/reset", 1, 1, "dev", NULL},
+	        {"/workspaces/:name/reset", "/workspaces/dev/wipe", 0, 0, NULL, NULL},
+	        {"/w/:name/c/:id/revert", "/w/x/c/17-1/revert", 1, 2, "x", "17-1"},
+	        {"/w/:name", "//", 0, 0, NULL, NULL},
+	};
+	char params[API_MAX_PARAMS][API_PARAM_MAX];
+	char long_path[600] = "/workspaces/";
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		size_t n = 99;
+		int m = api_route_match(cases[i].pattern, cases[i].path, params, &n);
+		assert_int_equal(m, cases[i].match);
+		if (!m) {
+			assert_int_equal(n, 99);
+			continue;
+		}
+		assert_int_equal(n, cases[i].n);
+		if (cases[i].p0)
+			assert_string_equal(params[0], cases[i].p0);
+		if (cases[i].p1)
+			assert_string_equal(params[1], cases[i].p1);
+	}
+	/* A segment longer than a parameter may be is no match, never a truncated one. */
+	memset(long_path + strlen(long_path), 'a', 300);
+	size_t n = 0;
+	assert_int_equal(api_route_match("/workspaces/:name", long_path, params, &n), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_path_split),
+	        cmocka_unit_test(test_route_match),
 	        cmocka_unit_test(test_unreachable),
 	        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),

@@ -77,3 +77,40 @@ int api_error_parse(struct json_object *o, const char **ret_code, const char **r
 	*ret_message = message;
 	return 0;
 }
+
+int api_route_match(const char *pattern, const char *path, char params[][API_PARAM_MAX],
+                    size_t *ret_n)
+{
+	char tmp[API_MAX_PARAMS][API_PARAM_MAX];
+	const char *p = pattern, *q = path;
+	size_t n = 0;
+
+	while (*p && *q) {
+		size_t pl, ql;
+
+		if (*p != '/' || *q != '/')
+			return 0;
+		p++, q++;
+		pl = strcspn(p, "/");
+		ql = strcspn(q, "/");
+		if (p[0] == ':') {
+			if (ql == 0 || ql >= API_PARAM_MAX || n >= API_MAX_PARAMS)
+				return 0;
+			if ((ql == 1 && q[0] == '.') || (ql == 2 && q[0] == '.' && q[1] == '.'))
+				return 0;
+			memcpy(tmp[n], q, ql);
+			tmp[n][ql] = '\0';
+			n++;
+		} else if (pl != ql || memcmp(p, q, pl) != 0) {
+			return 0;
+		}
+		p += pl;
+		q += ql;
+	}
+	if (*p || *q)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		memcpy(params[i], tmp[i], API_PARAM_MAX);
+	*ret_n = n;
+	return 1;
+}

@@ -42,6 +42,17 @@
  */
 int api_path_split(const char *path, unsigned *ret_version, const char **ret_rest);
 
+#define API_MAX_PARAMS 4
+#define API_PARAM_MAX 256
+
+/*
+ * Matches path ("/workspaces/foo/reset") against a route pattern ("/workspaces/:name/reset"):
+ * segments starting with ':' capture one non-empty segment (at most API_PARAM_MAX - 1 bytes,
+ * never "." or ".."). Returns 1 and fills params/ret_n on a match, 0 otherwise.
+ */
+int api_route_match(const char *pattern, const char *path, char params[][API_PARAM_MAX],
+                    size_t *ret_n);
+
 /* Returns a new {"error":{"code":code,"message":message}} object, or NULL. */
 struct json_object *api_error_new(const char *code, const char *message);
 

@@ -376,21 +376,21 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 
 	for (size_t i = 0; i < server->n_routes; i++) {
 		const struct api_route *rt = &server->routes[i];
-		struct api_request req;
+		struct api_request req = {0};
 
-		if (!streq(rt->path, rest))
+		if (!api_route_match(rt->path, rest, req.params, &req.n_params))
 			continue;
 		path_known = true;
 		if (!streq(rt->method, method))
 			continue;
 
-		req = (struct api_request){.method = method,
-		                           .path = rest,
-		                           .caller = ctx->caller,
-		                           .body = body,
-		                           .server = server,
-		                           .userdata = server->userdata,
-		                           .connection_ = conn};
+		req.method = method;
+		req.path = rest;
+		req.caller = ctx->caller;
+		req.body = body;
+		req.server = server;
+		req.userdata = server->userdata;
+		req.connection_ = conn;
 		r = rt->handler(&req, &reply);
 		if (r < 0 && !reply.json && !reply.stream) {
 			log_debug_errno(r, "%s %s failed", method, url);

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "api/protocol.h"
 #include "util/macro.h"
 
 struct api_server;
@@ -26,7 +27,9 @@ struct api_request {
 	const char *method;
 	const char *path; /* after the version prefix, e.g. "/version" */
 	struct api_caller caller;
-	struct json_object *body; /* parsed JSON body or NULL */
+	struct json_object *body;                   /* parsed JSON body or NULL */
+	char params[API_MAX_PARAMS][API_PARAM_MAX]; /* ":name" segments of the route, in order */
+	size_t n_params;
 	struct api_server *server;
 	void *userdata;    /* the server's userdata */
 	void *connection_; /* private */

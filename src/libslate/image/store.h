@@ -23,14 +23,14 @@
 
 struct image_info {
 	char *id;
-	int64_t version;    /* bumped on every change of the base (re-import, postinstall) */
-	bool local;         /* imported by the administrator, not from a signed catalog */
-	char *sha256;       /* hex SHA-256 of disk.img as installed */
-	uint64_t size;      /* logical size of disk.img */
-	bool kernel_boot;   /* direct kernel boot with vmlinuz/initrd.img */
-	char *cmdline;      /* kernel command line (kernel_boot only), may be NULL */
-	int64_t installed;  /* unix time */
-	char *description;  /* may be NULL */
+	int64_t version;   /* bumped on every change of the base (re-import, postinstall) */
+	bool local;        /* imported by the administrator, not from a signed catalog */
+	char *sha256;      /* hex SHA-256 of disk.img as installed */
+	uint64_t size;     /* logical size of disk.img */
+	bool kernel_boot;  /* direct kernel boot with vmlinuz/initrd.img */
+	char *cmdline;     /* kernel command line (kernel_boot only), may be NULL */
+	int64_t installed; /* unix time */
+	char *description; /* may be NULL */
 };
 
 void image_info_free(struct image_info *i);
@@ -49,9 +49,9 @@ int image_store_sweep(struct storage *s);
  * new image gets version old+1. progress (may be NULL) is called with bytes done/total.
  */
 int image_store_import(struct storage *s, const char *id, const char *disk_path,
-		       const char *kernel_path, const char *initrd_path, const char *cmdline,
-		       bool replace, void (*progress)(uint64_t done, uint64_t total, void *ud),
-		       void *ud, struct image_info **ret);
+                       const char *kernel_path, const char *initrd_path, const char *cmdline,
+                       bool replace, void (*progress)(uint64_t done, uint64_t total, void *ud),
+                       void *ud, struct image_info **ret);
 
 /* Loads image id's metadata. -ENOENT when not installed. */
 int image_store_get(struct storage *s, const char *id, struct image_info **ret);

@@ -40,7 +40,8 @@ enum storage_mode {
 
 struct storage_config {
 	enum storage_mode mode;
-	uint64_t pool_size; /* logical size of pool.img when it must be created; 0: default 64 GiB */
+	uint64_t
+	        pool_size; /* logical size of pool.img when it must be created; 0: default 64 GiB */
 };
 
 struct storage;
@@ -54,7 +55,7 @@ const char *storage_kind_name(enum storage_kind k);
  * workspaces/ directories. A host that cannot loop-mount gets a clear error naming why.
  */
 int storage_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-		 struct storage **ret);
+                 struct storage **ret);
 /* Closes fds. Never unmounts the pool: running VMs keep using it. NULL is fine. */
 void storage_close(struct storage *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct storage *, storage_close);
@@ -83,13 +84,13 @@ int storage_delete_dir(struct storage *s, int parent_fd, const char *name);
  * failure. mode applies to dst.
  */
 int storage_clone_file(struct storage *s, int src_fd, const char *src, const char *src_path,
-		       int dst_fd, const char *dst, mode_t mode);
+                       int dst_fd, const char *dst, mode_t mode);
 /*
  * Clones a file for a checkpoint or a revert: FICLONE where available; for qcow2, a sparse copy
  * of the overlay (its backing file stays the base).
  */
-int storage_clone_plain(struct storage *s, int src_fd, const char *src, int dst_fd,
-			const char *dst, mode_t mode);
+int storage_clone_plain(struct storage *s, int src_fd, const char *src, int dst_fd, const char *dst,
+                        mode_t mode);
 
 struct storage_usage {
 	uint64_t logical;  /* st_size */

@@ -90,7 +90,8 @@ struct workspace_store;
 int workspace_name_check(const char *name);
 /* The rule, for messages. */
 #define WORKSPACE_NAME_RULE                                                                        \
-	"a workspace name is 1 to 63 characters: lowercase letters, digits and '-', starting with " \
+	"a workspace name is 1 to 63 characters: lowercase letters, digits and '-', starting "     \
+	"with "                                                                                    \
 	"a letter or digit"
 
 /* Opens the store on s (borrowed; must outlive the store) and runs the crash sweep. */
@@ -112,7 +113,7 @@ int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd);
  * -ENOSPC with nothing left behind when the filesystem fills.
  */
 int workspace_create(struct workspace_store *st, const struct workspace_create_args *a,
-		     struct workspace **ret);
+                     struct workspace **ret);
 /* Loads workspace.json. -ENOENT when there is no such workspace. */
 int workspace_load(struct workspace_store *st, const char *name, struct workspace **ret);
 /* Every workspace, sorted by name (callers filter by owner). */
@@ -136,10 +137,10 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 /* Clones disk.img + home.img into checkpoints/<id>/ atomically, keeps the newest
  * WORKSPACE_CHECKPOINTS_KEEP. */
 int workspace_checkpoint_create(struct workspace_store *st, const char *name, const char *note,
-				struct checkpoint_info *ret);
+                                struct checkpoint_info *ret);
 /* Newest first. */
 int workspace_checkpoint_list(struct workspace_store *st, const char *name,
-			      struct checkpoint_info **ret, size_t *ret_n);
+                              struct checkpoint_info **ret, size_t *ret_n);
 void checkpoint_info_list_free(struct checkpoint_info *list, size_t n);
 /* Replaces disk.img and home.img by the checkpoint's pair, as one step. */
 int workspace_checkpoint_revert(struct workspace_store *st, const char *name, const char *id);
