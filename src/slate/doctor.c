@@ -54,7 +54,7 @@ int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		if (c == 'h' || c == OPT_HELP) {

@@ -19,8 +19,17 @@ struct command {
 };
 
 static const struct command commands[] = {
+        {"create", cmd_create, "clone the base image into a new workspace; nothing boots"},
+        {"ls", cmd_ls, "your workspaces: name, state, image, disk use"},
+        {"describe", cmd_describe, "a workspace's settings, disk use, checkpoints, domain"},
+        {"reset", cmd_reset, "reset the system disk to the base; home survives"},
+        {"wipe-home", cmd_wipe_home, "discard /home and the generated SSH key pair"},
+        {"wipe", cmd_wipe, "reset and wipe-home together"},
+        {"rm", cmd_rm, "delete a workspace and everything it holds"},
+        {"checkpoint", cmd_checkpoint, "list or revert to proven-boot checkpoints"},
+        {"image", cmd_image, "list images, import a local one"},
         {"version", cmd_version, "client and daemon versions"},
-        {"doctor", cmd_doctor, "check the host: state directory, reflinks, libvirt, KVM, vsock"},
+        {"doctor", cmd_doctor, "check the host: state directory, storage, libvirt, KVM, vsock"},
 };
 
 static void usage(FILE *f)

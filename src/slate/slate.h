@@ -43,3 +43,12 @@ int slate_print_json(struct json_object *obj);
 
 int cmd_version(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_create(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_ls(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_describe(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_reset(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_wipe_home(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_wipe(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_rm(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_image(struct slate_ctx *ctx, int argc, char **argv);

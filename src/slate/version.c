@@ -33,7 +33,7 @@ int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		switch (c) {

@@ -15,11 +15,15 @@
 
 #include "api/routes.h"
 #include "api/server.h"
+#include "image/store.h"
+#include "storage/storage.h"
 #include "util/conf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/size.h"
 #include "version.h"
+#include "workspace/workspace.h"
 
 struct options {
 	bool foreground;
@@ -28,6 +32,8 @@ struct options {
 	char *runtime_dir;
 	char *libvirt_uri;
 	char *log_level;
+	char *storage;
+	char *pool_size;
 };
 
 static void usage(FILE *f)
@@ -127,7 +133,56 @@ static int apply_config(struct options *o)
 	FILL(runtime_dir, "runtime-dir");
 	FILL(libvirt_uri, "libvirt-uri");
 	FILL(log_level, "log-level");
+	FILL(storage, "storage");
+	FILL(pool_size, "pool-size");
 #undef FILL
+	return 0;
+}
+
+/*
+ * Opens workspace storage. A storage that cannot be opened (no loop devices, say) does not stop
+ * the daemon: `slate doctor` and the workspace verbs then say why. Bad settings do.
+ */
+static int open_storage(const struct options *o, int state_fd, struct daemon_ctx *ctx)
+{
+	struct storage_config cfg = {.mode = STORAGE_MODE_AUTO};
+	static char why[512];
+	int r;
+
+	if (o->storage) {
+		if (streq(o->storage, "qcow2"))
+			cfg.mode = STORAGE_MODE_QCOW2;
+		else if (streq(o->storage, "pool"))
+			cfg.mode = STORAGE_MODE_POOL;
+		else if (!streq(o->storage, "auto"))
+			return log_error_errno(-EINVAL, "storage = %s: use auto, pool or qcow2",
+			                       o->storage);
+	}
+	if (o->pool_size) {
+		r = size_parse(o->pool_size, &cfg.pool_size);
+		if (r < 0 || cfg.pool_size < (256ull << 20))
+			return log_error_errno(-EINVAL, "pool-size = %s: a size of at least 256M",
+			                       o->pool_size);
+	}
+	_cleanup_free_ char *detail = NULL;
+
+	r = storage_open_err(state_fd, o->state_dir, &cfg, &ctx->storage, &detail);
+	if (r >= 0) {
+		r = image_store_sweep(ctx->storage);
+		if (r >= 0)
+			r = workspace_store_open(ctx->storage, &ctx->workspaces);
+	}
+	if (r < 0) {
+		(void)snprintf(why, sizeof(why), "opening storage in %s: %s", o->state_dir,
+		               detail ? detail : slate_strerror(r));
+		log_error("%s; workspace verbs will fail until this is fixed", why);
+		ctx->storage_error = why;
+		workspace_store_free(ctx->workspaces);
+		ctx->workspaces = NULL;
+		storage_close(ctx->storage);
+		ctx->storage = NULL;
+		return 0;
+	}
 	return 0;
 }
 
@@ -238,6 +293,10 @@ int main(int argc, char **argv)
 	if (virInitialize() < 0)
 		return log_error("cannot initialise libvirt"), EXIT_FAILURE;
 
+	r = open_storage(&o, state_fd, &ctx);
+	if (r < 0)
+		return EXIT_FAILURE;
+
 	/* Signals are taken synchronously below; threads inherit the mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -254,7 +313,10 @@ int main(int argc, char **argv)
 	if (!sock)
 		return EXIT_FAILURE;
 	gr = getgrnam("slate");
-	ctx = (struct daemon_ctx){.state_dir = o.state_dir,
+	ctx = (struct daemon_ctx){.storage = ctx.storage,
+	                          .workspaces = ctx.workspaces,
+	                          .storage_error = ctx.storage_error,
+	                          .state_dir = o.state_dir,
 	                          .runtime_dir = o.runtime_dir,
 	                          .libvirt_uri = o.libvirt_uri,
 	                          .state_dirfd = state_fd,
@@ -295,9 +357,13 @@ int main(int argc, char **argv)
 	log_info("signal %d: shutting down", sig);
 	(void)sd_notify(0, "STOPPING=1");
 	api_server_stop(TAKE_PTR(server));
+	workspace_store_free(ctx.workspaces);
+	storage_close(ctx.storage);
 	free(o.state_dir);
 	free(o.runtime_dir);
 	free(o.libvirt_uri);
 	free(o.log_level);
+	free(o.storage);
+	free(o.pool_size);
 	return EXIT_SUCCESS;
 }

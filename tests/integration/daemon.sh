@@ -12,7 +12,9 @@ pids=()
 cleanup_daemon() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
+    # slated leaves its loop-backed storage pool mounted (running VMs keep using it).
+    findmnt -rn -o TARGET | grep "^$work/" | sort -r | while read -r m; do umount -l "$m"; done
+    rm -rf "$work" || true
 }
 trap 'cleanup_daemon; harness_cleanup' EXIT
 

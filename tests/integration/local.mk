@@ -2,5 +2,6 @@
 # Each test is a shell script that tests/integration/run-one (the LOG_COMPILER) sources after
 # tests/integration/lib.sh; run-one skips them (exit 77, with the reason) when integration tests are
 # disabled or make check does not run as root.
-integration_tests += tests/integration/boot-test-image.sh tests/integration/daemon.sh
+integration_tests += tests/integration/boot-test-image.sh tests/integration/daemon.sh \
+	tests/integration/workspaces.sh
 EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_tests)

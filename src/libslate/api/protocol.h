@@ -30,6 +30,10 @@
 #define API_ERR_PERMISSION "permission_denied"
 #define API_ERR_INTERNAL "internal"
 #define API_ERR_FAILED "failed"
+#define API_ERR_CONFLICT "conflict"       /* 409: it exists already */
+#define API_ERR_BUSY "busy"               /* 409: the workspace runs; stop it first */
+#define API_ERR_UNAVAILABLE "unavailable" /* 503: storage or libvirt cannot be used */
+#define API_ERR_NO_SPACE "no_space"       /* 507: the filesystem is full */
 
 /* Event types in a stream: zero or more "progress", then exactly one "result" or "error". */
 #define API_EVENT_PROGRESS "progress"

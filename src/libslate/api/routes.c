@@ -13,6 +13,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "storage/reflink.h"
+#include "storage/storage.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -96,6 +97,17 @@ static int system_check(struct api_stream *s, void *arg)
 	                 : r == 0 ? "no reflinks here: workspaces need a loop-backed btrfs pool"
 	                          : slate_strerror(r));
 
+	if (d->storage)
+		(void)check_emit(s, checks, "storage", "ok", "%s: images in %s, workspaces in %s",
+		                 storage_kind_name(storage_get_kind(d->storage)),
+		                 storage_images_path(d->storage),
+		                 storage_workspaces_path(d->storage));
+	else {
+		failed++;
+		(void)check_emit(s, checks, "storage", "fail", "%s",
+		                 d->storage_error ? d->storage_error : "not opened");
+	}
+
 	conn = virConnectOpen(d->libvirt_uri);
 	if (conn) {
 		unsigned long hv = 0, lib = 0;
@@ -137,6 +149,17 @@ static int handle_system_check(struct api_request *req, struct api_reply *reply)
 static const struct api_route routes[] = {
         {"GET", "/version", handle_version},
         {"GET", "/system/check", handle_system_check},
+        {"GET", "/workspaces", handle_workspace_list},
+        {"POST", "/workspaces", handle_workspace_create},
+        {"GET", "/workspaces/:name", handle_workspace_get},
+        {"DELETE", "/workspaces/:name", handle_workspace_delete},
+        {"POST", "/workspaces/:name/reset", handle_workspace_reset},
+        {"POST", "/workspaces/:name/wipe-home", handle_workspace_wipe_home},
+        {"POST", "/workspaces/:name/wipe", handle_workspace_wipe},
+        {"GET", "/workspaces/:name/checkpoints", handle_checkpoint_list},
+        {"POST", "/workspaces/:name/checkpoints/:id/revert", handle_checkpoint_revert},
+        {"GET", "/images", handle_image_list},
+        {"POST", "/images", handle_image_import},
 };
 
 const struct api_route *routes_table(size_t *ret_n)

@@ -1,3 +1,42 @@
 # image/: catalogs (parse, verify, rollback state), the image store, downloads.
 src_libslate_libslate_la_SOURCES += \
 	src/libslate/image/store.h
+src_libslate_libslate_la_SOURCES += \
+	src/libslate/image/sign.c src/libslate/image/sign.h \
+	src/libslate/image/catalog.c src/libslate/image/catalog.h
+
+# Catalog unit tests: the format, every refusal, keys, signatures (with an OpenSSL-made one),
+# rollback state and key rotation. tests/data/catalog holds fixtures and the script that made them.
+unit_tests += tests/unit/test-catalog
+check_PROGRAMS += tests/unit/test-catalog
+tests_unit_test_catalog_SOURCES = tests/unit/test-catalog.c
+tests_unit_test_catalog_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_catalog_LDADD = $(UNIT_LDADD)
+EXTRA_DIST += tests/data/catalog
+
+# The catalog parser's libFuzzer target (with the key and signature file parsers) and the replay
+# of its corpus as a unit test.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-catalog
+tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c \
+	src/libslate/image/catalog.c src/libslate/image/sign.c \
+	src/libslate/util/json.c src/libslate/util/buf.c src/libslate/util/fs.c \
+	src/libslate/util/error.c
+tests_fuzz_fuzz_catalog_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_catalog_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_catalog_LDADD = $(JSONC_LIBS) $(SODIUM_LIBS) $(OPENSSL_LIBS) -lm
+endif
+unit_tests += tests/unit/test-fuzz-corpus-catalog
+check_PROGRAMS += tests/unit/test-fuzz-corpus-catalog
+tests_unit_test_fuzz_corpus_catalog_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-catalog.c
+tests_unit_test_fuzz_corpus_catalog_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-catalog\"
+tests_unit_test_fuzz_corpus_catalog_LDADD = $(LIBSLATE_LIBS)
+
+# slate-catalog as built: keygen/sign/verify, exit codes, refusals, an OpenSSL-made signature.
+integration_tests += tests/integration/slate-catalog.sh
+EXTRA_DIST += tests/integration/slate-catalog.sh
+
+dist_man_MANS += doc/slate-catalog.1 doc/slate-catalog.5
+EXTRA_DIST += doc/catalog.md
+src_libslate_libslate_la_SOURCES += src/libslate/image/store.c

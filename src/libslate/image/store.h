@@ -62,3 +62,25 @@ void image_info_list_free(struct image_info **list, size_t n);
 int image_store_open_dir(struct storage *s, const char *id, int *ret_fd);
 /* Removes image id (workspaces cloned from it keep their own extents). */
 int image_store_remove(struct storage *s, const char *id);
+
+/*
+ * Installing files someone else fetched (the catalog code): image_store_stage_dir() makes an
+ * empty staging directory <images>/.tmp-<id>-XXXXXX on the clone-capable filesystem and returns
+ * an fd of it (O_RDONLY|O_DIRECTORY, holding a lock that keeps image_store_sweep() away while
+ * open) and its name. The caller writes disk.img (and vmlinuz + initrd.img) into it, then calls
+ * image_store_install_dir() or image_store_abort_dir(), and closes the fd.
+ */
+int image_store_stage_dir(struct storage *s, const char *id, int *ret_fd, char **ret_name);
+/*
+ * Installs the staging directory name (from image_store_stage_dir()) as image info->id:
+ * disk.img must be there, vmlinuz/initrd.img both or neither; writes image.json from info (id,
+ * local, sha256, cmdline, description are taken from it; version, size, kernel_boot and
+ * installed are set here: version is 1, or the replaced image's + 1), makes every file 0444,
+ * fsyncs, and renames it into place. -EEXIST when id is installed and replace is false. The
+ * staging directory is gone afterwards, installed or removed, whatever the result. *ret (may be
+ * NULL) gets the installed image's metadata.
+ */
+int image_store_install_dir(struct storage *s, const char *name, const struct image_info *info,
+                            bool replace, struct image_info **ret);
+/* Removes a staging directory that will not be installed. */
+int image_store_abort_dir(struct storage *s, const char *name);

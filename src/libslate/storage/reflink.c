@@ -30,6 +30,12 @@ int reflink_clone_at(int src_dirfd, const char *src, int dst_dirfd, const char *
 	out = openat(dst_dirfd, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, mode);
 	if (out < 0)
 		return -errno;
+	/* The mode asked for, not what the umask leaves of it. */
+	if (fchmod(out, mode) < 0) {
+		int r = -errno;
+		(void)unlinkat(dst_dirfd, dst, 0);
+		return r;
+	}
 	if (ioctl(out, FICLONE, in) < 0) {
 		int r = -errno;
 		(void)unlinkat(dst_dirfd, dst, 0);

@@ -15,7 +15,8 @@
  *   qcow2   only when configured (storage = qcow2): disk.img is a qcow2 overlay whose backing
  *           file is the base image (qemu-img), still copy-on-write.
  *
- * Images and workspaces always sit on one filesystem so that clones are reflinks.
+ * Images and workspaces always sit on one filesystem so that clones are reflinks. In auto mode
+ * a state directory that already has a pool.img keeps using its pool (doc/storage.md).
  * Everything returns >= 0 on success, -errno or a slate_err on failure; outputs untouched on
  * failure.
  */
@@ -56,6 +57,15 @@ const char *storage_kind_name(enum storage_kind k);
  */
 int storage_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
                  struct storage **ret);
+/*
+ * storage_open() that also says why it failed: on failure, when ret_error is non-NULL,
+ * *ret_error gets a newly allocated message for the user naming the path and the cause (e.g.
+ * "cannot attach /var/lib/slate/pool.img to a loop device: there is no /dev/loop-control ..."),
+ * or NULL when even that could not be allocated. Untouched on success. storage_open() logs the
+ * same message at debug level.
+ */
+int storage_open_err(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
+                     struct storage **ret, char **ret_error);
 /* Closes fds. Never unmounts the pool: running VMs keep using it. NULL is fine. */
 void storage_close(struct storage *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct storage *, storage_close);
@@ -67,6 +77,8 @@ int storage_workspaces_fd(const struct storage *s);
 /* Their paths (for libvirt's domain XML and messages). */
 const char *storage_images_path(const struct storage *s);
 const char *storage_workspaces_path(const struct storage *s);
+/* The state directory, absolute and canonical (pool.img lives there for the pool). */
+const char *storage_state_path(const struct storage *s);
 
 /*
  * Creates directory name in parent_fd: a btrfs subvolume on btrfs/pool, a plain directory

@@ -22,6 +22,15 @@ static const char *const slate_err_table[] = {
         [ERR_INDEX(SLATE_ERR_JSON_TYPE)] = "JSON member has the wrong type",
         [ERR_INDEX(SLATE_ERR_JSON_DEPTH)] = "JSON nested too deeply",
         [ERR_INDEX(SLATE_ERR_CRYPTO)] = "Cryptographic operation failed",
+        [ERR_INDEX(SLATE_ERR_SIGNATURE_MISSING)] = "Signature missing",
+        [ERR_INDEX(SLATE_ERR_SIGNATURE_FORMAT)] = "Malformed signature",
+        [ERR_INDEX(SLATE_ERR_ROLLBACK)] = "Older than the last accepted version (rollback)",
+        [ERR_INDEX(SLATE_ERR_VERSION_REUSED)] = "Version already accepted with different contents",
+        [ERR_INDEX(SLATE_ERR_EXPIRED)] = "Expired",
+        [ERR_INDEX(SLATE_ERR_WRONG_CHANNEL)] = "Made for another channel",
+        [ERR_INDEX(SLATE_ERR_SIZE_MISMATCH)] = "Size differs from the declared size",
+        [ERR_INDEX(SLATE_ERR_DIGEST_MISMATCH)] = "SHA-256 differs from the declared digest",
+        [ERR_INDEX(SLATE_ERR_KEY_PERMISSIONS)] = "Secret key file is accessible to group or others",
 };
 
 /* A new code without a description here fails the build instead of printing NULL. */

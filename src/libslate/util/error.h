@@ -22,7 +22,16 @@ enum slate_err {
 	SLATE_ERR_JSON_TYPE = -(SLATE_ERR_BASE + 10), /* a JSON member has the wrong type */
 	SLATE_ERR_JSON_DEPTH = -(SLATE_ERR_BASE + 11),
 	SLATE_ERR_CRYPTO = -(SLATE_ERR_BASE + 12),
-	SLATE_ERR_LAST_ = -(SLATE_ERR_BASE + 13),
+	SLATE_ERR_SIGNATURE_MISSING = -(SLATE_ERR_BASE + 13), /* no detached signature at all */
+	SLATE_ERR_SIGNATURE_FORMAT = -(SLATE_ERR_BASE + 14),  /* a signature file we cannot read */
+	SLATE_ERR_ROLLBACK = -(SLATE_ERR_BASE + 15), /* older than the last accepted version */
+	SLATE_ERR_VERSION_REUSED = -(SLATE_ERR_BASE + 16), /* same version, different bytes */
+	SLATE_ERR_EXPIRED = -(SLATE_ERR_BASE + 17),       /* past its expiry time (freeze attack) */
+	SLATE_ERR_WRONG_CHANNEL = -(SLATE_ERR_BASE + 18), /* made for another channel */
+	SLATE_ERR_SIZE_MISMATCH = -(SLATE_ERR_BASE + 19), /* more or fewer bytes than declared */
+	SLATE_ERR_DIGEST_MISMATCH = -(SLATE_ERR_BASE + 20), /* SHA-256 differs from the declared */
+	SLATE_ERR_KEY_PERMISSIONS = -(SLATE_ERR_BASE + 21), /* secret key file open to others */
+	SLATE_ERR_LAST_ = -(SLATE_ERR_BASE + 22),
 };
 
 /* Returns a static description of r: a slate_err code or a negative errno. Never NULL. */

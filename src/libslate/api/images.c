@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* /v1/images: the local image store. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/protocol.h"
+#include "api/routes.h"
+#include "image/store.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+
+static struct json_object *image_json(const struct image_info *i)
+{
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+
+	if (!o || json_add_string(o, "id", i->id) < 0 ||
+	    json_add_int64(o, "version", i->version) < 0 ||
+	    json_add_bool(o, "local", i->local) < 0 || json_add_bool(o, "signed", !i->local) < 0 ||
+	    json_add_string(o, "sha256", i->sha256 ? i->sha256 : "") < 0 ||
+	    json_add_int64(o, "size", (int64_t)i->size) < 0 ||
+	    json_add_string(o, "boot", i->kernel_boot ? "kernel" : "firmware") < 0 ||
+	    json_add_int64(o, "installed", i->installed) < 0)
+		return NULL;
+	if (i->cmdline)
+		(void)json_add_string(o, "cmdline", i->cmdline);
+	if (i->description)
+		(void)json_add_string(o, "description", i->description);
+	return TAKE_PTR(o);
+}
+
+int handle_image_list(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct image_info **list = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!o || !arr || json_add(o, "images", arr) < 0)
+		return -ENOMEM;
+	if (!d->storage)
+		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+		                       "image storage unavailable: %s",
+		                       d->storage_error ? d->storage_error : "not opened");
+	r = image_store_list(d->storage, &list, &n);
+	if (r < 0)
+		return api_reply_error(reply, 500, API_ERR_FAILED, "listing images: %s",
+		                       slate_strerror(r));
+	for (size_t i = 0; i < n; i++)
+		(void)json_object_array_add(arr, image_json(list[i]));
+	image_info_list_free(list, n);
+	return api_reply_json(reply, 200, TAKE_PTR(o));
+}
+
+struct import_job {
+	struct daemon_ctx *d;
+	char *id, *path, *kernel, *initrd, *cmdline;
+	bool replace;
+	struct api_stream *stream;
+	struct timespec last;
+};
+
+static void import_job_free(void *p)
+{
+	struct import_job *j = p;
+
+	if (!j)
+		return;
+	free(j->id);
+	free(j->path);
+	free(j->kernel);
+	free(j->initrd);
+	free(j->cmdline);
+	free(j);
+}
+
+static void import_progress(uint64_t done, uint64_t total, void *ud)
+{
+	struct import_job *j = ud;
+	struct json_object *o;
+	struct timespec now;
+
+	/* Five events a second is plenty for a progress bar. */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (done < total &&
+	    (now.tv_sec - j->last.tv_sec) * 1000000000L + (now.tv_nsec - j->last.tv_nsec) <
+	            200000000L)
+		return;
+	j->last = now;
+	o = json_object_new_object();
+	if (!o || json_add_string(o, "phase", "copying") < 0 ||
+	    json_add_int64(o, "done", (int64_t)done) < 0 ||
+	    json_add_int64(o, "total", (int64_t)total) < 0) {
+		json_object_put(o);
+		return;
+	}
+	(void)api_stream_progress(j->stream, o);
+}
+
+static int import_run(struct api_stream *s, void *arg)
+{
+	struct import_job *j = arg;
+	_cleanup_(image_info_freep) struct image_info *info = NULL;
+	char msg[512];
+	int r;
+
+	j->stream = s;
+	r = image_store_import(j->d->storage, j->id, j->path, j->kernel, j->initrd, j->cmdline,
+	                       j->replace, import_progress, j, &info);
+	if (r < 0) {
+		if (r == -EEXIST)
+			(void)snprintf(msg, sizeof(msg),
+			               "image '%s' is installed already (--replace to replace it)",
+			               j->id);
+		else
+			(void)snprintf(msg, sizeof(msg), "importing %s as '%s': %s", j->path, j->id,
+			               slate_strerror(r));
+		return api_stream_error(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED, msg);
+	}
+	log_info("imported image %s version %lld from %s", info->id, (long long)info->version,
+	         j->path);
+	return api_stream_result(s, image_json(info));
+}
+
+int handle_image_import(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct import_job *j;
+	const char *id = NULL, *path = NULL, *kernel = NULL, *initrd = NULL, *cmdline = NULL;
+	bool replace = false;
+
+	/* slated reads the file as root: only root may name one (a user could otherwise read
+	 * any file on the host by importing it and booting it). */
+	if (req->caller.uid != 0)
+		return api_reply_error(reply, 403, API_ERR_PERMISSION,
+		                       "only root may import local images");
+	if (!d->storage)
+		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+		                       "image storage unavailable: %s",
+		                       d->storage_error ? d->storage_error : "not opened");
+	if (!req->body || json_get_string(req->body, "id", &id) < 0 ||
+	    json_get_string(req->body, "path", &path) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "an import needs id and path");
+	if (image_id_check(id) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "invalid image id '%s': lowercase letters, digits, '.', '_' "
+		                       "and '-', at most 64",
+		                       id);
+	(void)json_get_string(req->body, "kernel", &kernel);
+	(void)json_get_string(req->body, "initrd", &initrd);
+	(void)json_get_string(req->body, "cmdline", &cmdline);
+	(void)json_get_bool(req->body, "replace", &replace);
+	if (!kernel != !initrd)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "--kernel and --initrd go together");
+	if (cmdline && !kernel)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "--cmdline needs --kernel");
+	if (path[0] != '/' || (kernel && kernel[0] != '/') || (initrd && initrd[0] != '/'))
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "paths must be absolute");
+
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->d = d;
+	j->replace = replace;
+	j->id = strdup(id);
+	j->path = strdup(path);
+	j->kernel = kernel ? strdup(kernel) : NULL;
+	j->initrd = initrd ? strdup(initrd) : NULL;
+	j->cmdline = cmdline ? strdup(cmdline) : NULL;
+	if (!j->id || !j->path || (kernel && !j->kernel) || (initrd && !j->initrd) ||
+	    (cmdline && !j->cmdline)) {
+		import_job_free(j);
+		return -ENOMEM;
+	}
+	return api_reply_stream(reply, import_run, j, import_job_free);
+}

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* /v1/workspaces: create, list, describe, reset, wipe-home, delete, checkpoints. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/protocol.h"
+#include "api/routes.h"
+#include "image/store.h"
+#include "storage/storage.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "vm/domain.h"
+#include "workspace/workspace.h"
+
+#define MAX_SHARES 16
+
+static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
+{
+	if (d->workspaces)
+		return 0;
+	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+	                      "workspace storage is unavailable: %s",
+	                      d->storage_error ? d->storage_error : "not opened");
+	return -ENODEV;
+}
+
+/* Maps a library error onto a reply. Always returns r (< 0). */
+static int reply_errno(struct api_reply *reply, int r, const char *what, const char *name)
+{
+	switch (r) {
+	case -EEXIST:
+		(void)api_reply_error(reply, 409, API_ERR_CONFLICT, "%s: %s exists already", what,
+		                      name);
+		break;
+	case -ENOENT:
+		(void)api_reply_error(reply, 404, API_ERR_NOT_FOUND, "%s: %s: %s", what, name,
+		                      slate_strerror(r));
+		break;
+	case -EINVAL:
+		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "%s: %s: %s", what, name,
+		                      slate_strerror(r));
+		break;
+	case -ENOSPC:
+	case -EDQUOT:
+		(void)api_reply_error(
+		        reply, 507, API_ERR_NO_SPACE,
+		        "%s: %s: the filesystem holding workspaces is full; nothing was "
+		        "left half-made",
+		        what, name);
+		break;
+	default:
+		(void)api_reply_error(reply, 500, API_ERR_FAILED, "%s: %s: %s", what, name,
+		                      slate_strerror(r));
+	}
+	return r;
+}
+
+static bool may_see(const struct api_caller *c, const struct workspace *w)
+{
+	return c->uid == 0 || c->uid == w->owner;
+}
+
+/* Loads a workspace the caller may see; another user's is "not found", like a missing one. */
+static int load_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
+                        struct workspace **ret, struct api_reply *reply)
+{
+	struct workspace *w = NULL;
+	int r;
+
+	if (workspace_name_check(name) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
+		                       name, WORKSPACE_NAME_RULE),
+		       -EINVAL;
+	r = workspace_load(d->workspaces, name, &w);
+	if (r == -ENOENT || (r >= 0 && !may_see(&req->caller, w))) {
+		workspace_free(w);
+		return api_reply_error(reply, 404, API_ERR_NOT_FOUND, "no workspace named '%s'",
+		                       name),
+		       -ENOENT;
+	}
+	if (r < 0)
+		return reply_errno(reply, r, "loading workspace", name);
+	*ret = w;
+	return 0;
+}
+
+static const char *ws_state(const struct daemon_ctx *d, const struct workspace *w, int active)
+{
+	if (active > 0)
+		return "running";
+	if (w->compromised)
+		return "compromised";
+	if (active < 0)
+		return "unknown";
+	return "stopped";
+}
+
+static struct json_object *usage_json(const struct storage_usage *u)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (o && (json_add_int64(o, "logical", (int64_t)u->logical) < 0 ||
+	          json_add_int64(o, "physical", (int64_t)u->physical) < 0 ||
+	          json_add_int64(o, "shared", (int64_t)u->shared) < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace *w, bool detail)
+{
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	struct json_object *shares = json_object_new_array();
+	struct workspace_usage u;
+	char domain[128];
+	int active;
+
+	if (!o || !shares) {
+		json_object_put(shares);
+		return NULL;
+	}
+	active = vm_domain_is_active(d->libvirt_uri, w->name);
+	(void)vm_domain_name(w->name, domain, sizeof(domain));
+	if (json_add_string(o, "name", w->name) < 0 ||
+	    json_add_string(o, "state", ws_state(d, w, active)) < 0 ||
+	    json_add_int64(o, "owner", w->owner) < 0 || json_add_string(o, "uuid", w->uuid) < 0 ||
+	    json_add_string(o, "image", w->image_id) < 0 ||
+	    json_add_int64(o, "base_version", w->base_version) < 0 ||
+	    json_add_int64(o, "memory_mib", (int64_t)w->memory_mib) < 0 ||
+	    json_add_int64(o, "cpus", w->cpus) < 0 ||
+	    json_add_int64(o, "home_size", (int64_t)w->home_size) < 0 ||
+	    json_add_string(o, "mac", w->mac) < 0 || json_add_string(o, "domain", domain) < 0 ||
+	    json_add_int64(o, "created", w->created) < 0 ||
+	    json_add_int64(o, "last_used", w->last_used) < 0 ||
+	    json_add_bool(o, "disk_present", w->disk_present) < 0 ||
+	    json_add_bool(o, "home_present", w->home_present) < 0 ||
+	    json_add_bool(o, "compromised", w->compromised) < 0)
+		return json_object_put(shares), NULL;
+	if (w->compromised) {
+		(void)json_add_int64(o, "compromised_at", w->compromised_at);
+		(void)json_add_string(o, "compromised_host",
+		                      w->compromised_host ? w->compromised_host : "");
+	}
+	for (size_t i = 0; i < w->n_shares; i++) {
+		struct json_object *s = json_object_new_object();
+		if (!s || json_add_string(s, "host", w->shares[i].host_dir) < 0 ||
+		    json_add_string(s, "guest", w->shares[i].guest_dir) < 0 ||
+		    json_add_bool(s, "readonly", w->shares[i].readonly) < 0 ||
+		    json_object_array_add(shares, s) < 0) {
+			json_object_put(s);
+			json_object_put(shares);
+			return NULL;
+		}
+	}
+	if (json_add(o, "shares", shares) < 0)
+		return NULL;
+
+	if (workspace_usage(d->workspaces, w->name, &u) >= 0) {
+		struct json_object *uo = json_object_new_object();
+		if (!uo || json_add(uo, "disk", usage_json(&u.disk)) < 0 ||
+		    json_add(uo, "home", usage_json(&u.home)) < 0 ||
+		    json_add(uo, "checkpoints", usage_json(&u.checkpoints)) < 0 ||
+		    json_add(o, "usage", uo) < 0)
+			return NULL;
+	}
+	if (detail) {
+		struct checkpoint_info *cps = NULL;
+		size_t n = 0;
+		_cleanup_(image_info_freep) struct image_info *img = NULL;
+
+		(void)json_add_string(o, "storage",
+		                      storage_kind_name(storage_get_kind(d->storage)));
+		if (image_store_get(d->storage, w->image_id, &img) >= 0) {
+			(void)json_add_int64(o, "image_version", img->version);
+			(void)json_add_bool(o, "base_drift", img->version != w->base_version);
+		}
+		if (workspace_checkpoint_list(d->workspaces, w->name, &cps, &n) >= 0) {
+			struct json_object *arr = json_object_new_array();
+			for (size_t i = 0; arr && i < n; i++) {
+				struct json_object *c = json_object_new_object();
+				(void)json_add_string(c, "id", cps[i].id);
+				(void)json_add_int64(c, "created", cps[i].created);
+				if (cps[i].note)
+					(void)json_add_string(c, "note", cps[i].note);
+				(void)json_object_array_add(arr, c);
+			}
+			checkpoint_info_list_free(cps, n);
+			if (json_add(o, "checkpoints", arr) < 0)
+				return NULL;
+		}
+		/* Secrets arrive with the credentials work; never values, only names and hosts. */
+		(void)json_add(o, "secrets", json_object_new_array());
+	}
+	return TAKE_PTR(o);
+}
+
+int handle_workspace_list(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_json_ struct json_object *out = NULL;
+	struct json_object *arr;
+	struct workspace **list = NULL;
+	size_t n = 0;
+	int r;
+
+	if (need_storage(d, reply) < 0)
+		return -ENODEV;
+	r = workspace_list(d->workspaces, &list, &n);
+	if (r < 0)
+		return reply_errno(reply, r, "listing workspaces", "");
+	out = json_object_new_object();
+	arr = json_object_new_array();
+	if (!out || !arr || json_add(out, "workspaces", arr) < 0) {
+		workspace_list_free(list, n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!may_see(&req->caller, list[i]))
+			continue;
+		(void)json_object_array_add(arr, ws_json(d, list[i], false));
+	}
+	workspace_list_free(list, n);
+	return api_reply_json(reply, 200, TAKE_PTR(out));
+}
+
+int handle_workspace_get(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+
+	if (need_storage(d, reply) < 0 || load_visible(d, req, req->params[0], &w, reply) < 0)
+		return -EINVAL;
+	return api_reply_json(reply, 200, ws_json(d, w, true));
+}
+
+static bool guest_path_ok(const char *p)
+{
+	if (!p || p[0] != '/' || strlen(p) > 255)
+		return false;
+	if (strstr(p, "/../") || strstr(p, "/./") || strstr(p, "//"))
+		return false;
+	if (strlen(p) >= 3 && streq(p + strlen(p) - 3, "/.."))
+		return false;
+	for (const char *c = p; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == ',' || *c == '\'' || *c == '"' || *c == '\\')
+			return false;
+	return true;
+}
+
+/*
+ * A share names a host directory that the caller may use: it must exist, be a directory, and
+ * (for anyone but root) belong to the caller. Otherwise a user could hand another user's (or
+ * root's) files to a VM they control.
+ */
+static int parse_shares(const struct api_request *req, struct json_object *arr,
+                        struct workspace_share *out, size_t *ret_n, struct api_reply *reply)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > MAX_SHARES)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "at most %d shares",
+		                       MAX_SHARES),
+		       -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *s = json_object_array_get_idx(arr, i);
+		const char *host = NULL, *guest = NULL;
+		char real[PATH_MAX];
+		bool ro = false;
+		struct stat st;
+
+		if (!json_object_is_type(s, json_type_object) ||
+		    json_get_string(s, "host", &host) < 0)
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "each share needs a \"host\" directory"),
+			       -EINVAL;
+		(void)json_get_string(s, "guest", &guest);
+		(void)json_get_bool(s, "readonly", &ro);
+		if (host[0] != '/' || !realpath(host, real) || stat(real, &st) < 0 ||
+		    !S_ISDIR(st.st_mode))
+			return api_reply_error(
+			               reply, 400, API_ERR_BAD_REQUEST,
+			               "share %s: not an existing directory (absolute path)", host),
+			       -EINVAL;
+		if (req->caller.uid != 0 && st.st_uid != req->caller.uid)
+			return api_reply_error(reply, 403, API_ERR_PERMISSION,
+			                       "share %s: only directories you own can be shared",
+			                       host),
+			       -EPERM;
+		out[i].host_dir = strdup(real);
+		if (guest) {
+			if (!guest_path_ok(guest))
+				return api_reply_error(
+				               reply, 400, API_ERR_BAD_REQUEST,
+				               "share %s: guest path '%s' must be absolute and "
+				               "plain",
+				               host, guest),
+				       -EINVAL;
+			out[i].guest_dir = strdup(guest);
+		} else {
+			const char *base = strrchr(real, '/');
+			char buf[300];
+			(void)snprintf(buf, sizeof(buf), "/mnt/%s",
+			               base && base[1] ? base + 1 : "host");
+			out[i].guest_dir = strdup(buf);
+		}
+		out[i].readonly = ro;
+		*ret_n = i + 1;
+		if (!out[i].host_dir || !out[i].guest_dir)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int default_image(struct daemon_ctx *d, char **ret, struct api_reply *reply)
+{
+	struct image_info **imgs = NULL;
+	size_t n = 0;
+	int r;
+
+	r = image_store_list(d->storage, &imgs, &n);
+	if (r < 0)
+		return reply_errno(reply, r, "listing images", "");
+	if (n == 1) {
+		*ret = strdup(imgs[0]->id);
+		image_info_list_free(imgs, n);
+		return *ret ? 0 : -ENOMEM;
+	}
+	image_info_list_free(imgs, n);
+	if (n == 0)
+		return api_reply_error(
+		               reply, 400, API_ERR_BAD_REQUEST,
+		               "no image installed: 'slate image import' or 'slate image pull' "
+		               "one first"),
+		       -ENOENT;
+	return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+	                       "%zu images are installed: name one with --image", n),
+	       -EINVAL;
+}
+
+int handle_workspace_create(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct workspace_share shares[MAX_SHARES] = {0};
+	struct workspace_create_args a = {.owner = req->caller.uid};
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_free_ char *image = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	struct json_object *arr;
+	const char *name = NULL, *img = NULL;
+	int64_t v;
+	size_t n_shares = 0;
+	int r;
+
+	if (need_storage(d, reply) < 0)
+		return -ENODEV;
+	if (!req->body || json_get_string(req->body, "name", &name) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "a workspace needs a name");
+	if (workspace_name_check(name) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
+		                       name, WORKSPACE_NAME_RULE);
+	if (json_get_string(req->body, "image", &img) >= 0) {
+		if (image_id_check(img) < 0)
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "invalid image id '%s'", img);
+		image = strdup(img);
+		if (!image)
+			return -ENOMEM;
+	} else if (default_image(d, &image, reply) < 0) {
+		return -EINVAL;
+	}
+	if (json_get_int64(req->body, "memory_mib", &v) >= 0) {
+		if (v < 128 || v > 1024 * 1024)
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "memory must be 128 MiB to 1 TiB");
+		a.memory_mib = (uint64_t)v;
+	}
+	if (json_get_int64(req->body, "cpus", &v) >= 0) {
+		if (v < 1 || v > 256)
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "cpus must be 1 to 256");
+		a.cpus = (unsigned)v;
+	}
+	if (json_get_int64(req->body, "home_size", &v) >= 0) {
+		if (v < (64 << 20) || v > (INT64_C(16) << 40))
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "home size must be 64 MiB to 16 TiB");
+		a.home_size = (uint64_t)v;
+	}
+	if (json_get_array(req->body, "shares", &arr) >= 0) {
+		r = parse_shares(req, arr, shares, &n_shares, reply);
+		if (r < 0)
+			goto out;
+	}
+	a.name = name;
+	a.image_id = image;
+	a.shares = shares;
+	a.n_shares = n_shares;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0) {
+		reply_errno(reply, r, "locking workspace", name);
+		goto out;
+	}
+	r = workspace_create(d->workspaces, &a, &w);
+	if (r == -ENOENT) {
+		(void)api_reply_error(reply, 404, API_ERR_NOT_FOUND,
+		                      "image '%s' is not installed ('slate image ls')", image);
+		goto out;
+	}
+	if (r < 0) {
+		reply_errno(reply, r, "creating workspace", name);
+		goto out;
+	}
+	log_ws(LOG_INFO, name, "created workspace %s from image %s for uid %u", name, image,
+	       (unsigned)req->caller.uid);
+	r = api_reply_json(reply, 201, ws_json(d, w, true));
+out:
+	for (size_t i = 0; i < n_shares; i++) {
+		free(shares[i].host_dir);
+		free(shares[i].guest_dir);
+	}
+	return r;
+}
+
+typedef int (*verb_fn)(struct workspace_store *st, const char *name);
+
+/* The destructive verbs: the workspace must be the caller's and must not run. */
+static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn, const char *what)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	const char *name = req->params[0];
+	_cleanup_json_ struct json_object *o = NULL;
+	int r;
+
+	if (need_storage(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+		return -EINVAL;
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return reply_errno(reply, r, what, name);
+	r = vm_domain_is_active(d->libvirt_uri, name);
+	if (r > 0)
+		return api_reply_error(reply, 409, API_ERR_BUSY,
+		                       "%s: workspace '%s' is running: stop it first", what, name);
+	if (r < 0)
+		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+		                       "%s: cannot ask libvirt (%s) whether '%s' runs: %s", what,
+		                       d->libvirt_uri, name, slate_strerror(r));
+	r = fn(d->workspaces, name);
+	if (r < 0)
+		return reply_errno(reply, r, what, name);
+	log_ws(LOG_INFO, name, "%s: workspace %s (uid %u)", what, name, (unsigned)req->caller.uid);
+	o = json_object_new_object();
+	if (!o || json_add_string(o, "name", name) < 0 || json_add_string(o, "done", what) < 0)
+		return -ENOMEM;
+	return api_reply_json(reply, 200, TAKE_PTR(o));
+}
+
+static int wipe_all(struct workspace_store *st, const char *name)
+{
+	int r = workspace_reset(st, name);
+
+	if (r < 0)
+		return r;
+	return workspace_wipe_home(st, name);
+}
+
+int handle_workspace_delete(struct api_request *req, struct api_reply *reply)
+{
+	return run_verb(req, reply, workspace_delete, "delete");
+}
+
+int handle_workspace_reset(struct api_request *req, struct api_reply *reply)
+{
+	return run_verb(req, reply, workspace_reset, "reset");
+}
+
+int handle_workspace_wipe(struct api_request *req, struct api_reply *reply)
+{
+	return run_verb(req, reply, wipe_all, "wipe");
+}
+
+int handle_workspace_wipe_home(struct api_request *req, struct api_reply *reply)
+{
+	return run_verb(req, reply, workspace_wipe_home, "wipe-home");
+}
+
+int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct checkpoint_info *cps = NULL;
+	size_t n = 0;
+	int r;
+
+	if (!o || !arr || json_add(o, "checkpoints", arr) < 0)
+		return -ENOMEM;
+	if (need_storage(d, reply) < 0 || load_visible(d, req, req->params[0], &w, reply) < 0)
+		return -EINVAL;
+	r = workspace_checkpoint_list(d->workspaces, w->name, &cps, &n);
+	if (r < 0)
+		return reply_errno(reply, r, "listing checkpoints", w->name);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *c = json_object_new_object();
+		(void)json_add_string(c, "id", cps[i].id);
+		(void)json_add_int64(c, "created", cps[i].created);
+		if (cps[i].note)
+			(void)json_add_string(c, "note", cps[i].note);
+		(void)json_object_array_add(arr, c);
+	}
+	checkpoint_info_list_free(cps, n);
+	(void)json_add_string(o, "name", w->name);
+	return api_reply_json(reply, 200, TAKE_PTR(o));
+}
+
+int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	_cleanup_json_ struct json_object *o = NULL;
+	const char *name = req->params[0], *id = req->params[1];
+	int r;
+
+	if (need_storage(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+		return -EINVAL;
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return reply_errno(reply, r, "revert", name);
+	r = vm_domain_is_active(d->libvirt_uri, name);
+	if (r != 0)
+		return api_reply_error(
+		        reply, r > 0 ? 409 : 503, r > 0 ? API_ERR_BUSY : API_ERR_UNAVAILABLE,
+		        "revert: workspace '%s' %s", name,
+		        r > 0 ? "is running: stop it first" : "state unknown (libvirt)");
+	r = workspace_checkpoint_revert(d->workspaces, name, id);
+	if (r == -ENOENT)
+		return api_reply_error(reply, 404, API_ERR_NOT_FOUND,
+		                       "workspace '%s' has no checkpoint '%s'", name, id);
+	if (r < 0)
+		return reply_errno(reply, r, "revert", name);
+	o = json_object_new_object();
+	if (!o || json_add_string(o, "name", name) < 0 || json_add_string(o, "checkpoint", id) < 0)
+		return -ENOMEM;
+	return api_reply_json(reply, 200, TAKE_PTR(o));
+}

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
+#include <linux/magic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "storage/internal.h"
+#include "storage/loop.h"
+#include "storage/pool.h"
+#include "storage/spawn.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#define POOL_LOCK ".pool.lock"
+#define POOL_TMP ".pool.img.tmp"
+#define POOL_LABEL "slate-pool"
+
+/* Returns 1 if <state>/pool is the root of a mount, 0 if it is a plain directory. */
+static int pool_is_mounted(int state_fd)
+{
+	const unsigned mask = STATX_TYPE | STATX_INO | STATX_MNT_ID;
+	struct statx a, b;
+
+	if (statx(state_fd, "", AT_EMPTY_PATH, mask, &a) < 0)
+		return -errno;
+	if (statx(state_fd, POOL_MOUNT, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, mask, &b) < 0)
+		return -errno;
+	if (!S_ISDIR(b.stx_mode))
+		return -ENOTDIR;
+	if (b.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return !!(b.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+	if ((a.stx_mask & STATX_MNT_ID) && (b.stx_mask & STATX_MNT_ID))
+		return a.stx_mnt_id != b.stx_mnt_id;
+	return a.stx_dev_major != b.stx_dev_major || a.stx_dev_minor != b.stx_dev_minor;
+}
+
+/* The block device behind a mounted single-device btrfs, e.g. "/dev/loop3". */
+static int btrfs_device_path(int fd, char **ret)
+{
+	struct btrfs_ioctl_fs_info_args fi;
+
+	memset(&fi, 0, sizeof(fi));
+	if (ioctl(fd, BTRFS_IOC_FS_INFO, &fi) < 0)
+		return -errno;
+	if (fi.num_devices != 1)
+		return -EMEDIUMTYPE;
+	for (__u64 id = 1; id <= fi.max_id; id++) {
+		struct btrfs_ioctl_dev_info_args di;
+
+		memset(&di, 0, sizeof(di));
+		di.devid = id;
+		if (ioctl(fd, BTRFS_IOC_DEV_INFO, &di) < 0) {
+			if (errno == ENODEV)
+				continue;
+			return -errno;
+		}
+		di.path[sizeof(di.path) - 1] = '\0';
+		*ret = strdup((const char *)di.path);
+		return *ret ? 0 : -ENOMEM;
+	}
+	return -ENODEV;
+}
+
+/* <state>/pool is mounted: reuse it if it is our pool.img, refuse anything else. */
+static int check_mounted_pool(int state_fd, const char *state_path, char **err)
+{
+	_cleanup_free_ char *dev = NULL;
+	_cleanup_close_ int fd = -1;
+	struct statfs sfs;
+	struct stat st;
+	int r;
+
+	fd = openat(state_fd, POOL_MOUNT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return storage_fail(err, -errno, "cannot open %s/%s: %s", state_path, POOL_MOUNT,
+		                    strerror(errno));
+	if (fstatfs(fd, &sfs) < 0)
+		return -errno;
+	if ((unsigned long)sfs.f_type != BTRFS_SUPER_MAGIC)
+		return storage_fail(err, -EMEDIUMTYPE,
+		                    "%s/%s is a mount point, but not of a btrfs pool: unmount it",
+		                    state_path, POOL_MOUNT);
+	if (fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return storage_fail(err, -errno, "%s/%s is mounted, but %s/%s: %s", state_path,
+		                    POOL_MOUNT, state_path, POOL_IMAGE, strerror(errno));
+	r = btrfs_device_path(fd, &dev);
+	if (r < 0)
+		return storage_fail(err, r, "cannot tell which device is mounted on %s/%s: %s",
+		                    state_path, POOL_MOUNT, strerror(-r));
+	r = loop_backed_by(dev, st.st_dev, st.st_ino);
+	if (r < 0)
+		return storage_fail(err, r, "cannot query %s: %s", dev, strerror(-r));
+	if (r == 0)
+		return storage_fail(
+		        err, -EMEDIUMTYPE,
+		        "%s/%s is a mount of %s, which is not backed by %s/%s: unmount it",
+		        state_path, POOL_MOUNT, dev, state_path, POOL_IMAGE);
+	log_debug("pool %s/%s is still mounted from %s, reusing it", state_path, POOL_IMAGE, dev);
+	return 0;
+}
+
+/* Makes pool.img under a temporary name, so that a crash never leaves a half-made pool. */
+static int pool_create(int state_fd, const char *state_path, uint64_t size, char **err)
+{
+	_cleanup_free_ char *tmp_path = NULL, *output = NULL;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (size > INT64_MAX)
+		return storage_fail(err, -EFBIG, "pool size %llu is too large",
+		                    (unsigned long long)size);
+	tmp_path = fs_path_join(state_path, POOL_TMP);
+	if (!tmp_path)
+		return -ENOMEM;
+	(void)unlinkat(state_fd, POOL_TMP, 0);
+	fd = openat(state_fd, POOL_TMP, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return storage_fail(err, -errno, "cannot create the pool file %s: %s", tmp_path,
+		                    strerror(errno));
+	if (ftruncate(fd, (off_t)size) < 0) {
+		r = storage_fail(err, -errno, "cannot make %s %llu bytes large: %s", tmp_path,
+		                 (unsigned long long)size, strerror(errno));
+		goto fail;
+	}
+	{
+		const char *argv[] = {"mkfs.btrfs", "-q", "-L", POOL_LABEL, tmp_path, NULL};
+
+		r = spawn_run(argv, &output);
+	}
+	if (r == -ENOENT) {
+		r = storage_fail(err, r,
+		                 "mkfs.btrfs is not installed, so no btrfs pool can be made in %s "
+		                 "(install btrfs-progs, or set storage = qcow2)",
+		                 state_path);
+		goto fail;
+	}
+	if (r < 0) {
+		r = storage_fail(err, r, "mkfs.btrfs %s failed: %s", tmp_path,
+		                 output && *output ? output : strerror(-r));
+		goto fail;
+	}
+	if (fsync(fd) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (renameat(state_fd, POOL_TMP, state_fd, POOL_IMAGE) < 0) {
+		r = storage_fail(err, -errno, "cannot rename %s to %s: %s", tmp_path, POOL_IMAGE,
+		                 strerror(errno));
+		goto fail;
+	}
+	r = fs_fsync_dir(state_fd);
+	if (r < 0)
+		return r;
+	log_debug("created the pool %s/%s (%llu bytes, sparse)", state_path, POOL_IMAGE,
+	          (unsigned long long)size);
+	return 0;
+
+fail:
+	(void)unlinkat(state_fd, POOL_TMP, 0);
+	return r;
+}
+
+static int pool_mount(int state_fd, const char *state_path, char **err)
+{
+	_cleanup_free_ char *img_path = NULL, *mnt_path = NULL, *dev = NULL;
+	_cleanup_close_ int img = -1, loop = -1;
+	const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	struct stat st;
+	int r;
+
+	img_path = fs_path_join(state_path, POOL_IMAGE);
+	mnt_path = fs_path_join(state_path, POOL_MOUNT);
+	if (!img_path || !mnt_path)
+		return -ENOMEM;
+	img = openat(state_fd, POOL_IMAGE, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (img < 0)
+		return storage_fail(err, -errno, "cannot open the pool file %s: %s", img_path,
+		                    strerror(errno));
+	if (fstat(img, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return storage_fail(err, -EINVAL, "%s is not a regular file", img_path);
+
+	/* btrfs uses 4 KiB sectors: a 4 KiB loop device lets direct I/O through to the file. */
+	r = loop_attach(img, img_path, 4096, &loop, &dev);
+	if (r == -ENOENT)
+		return storage_fail(
+		        err, r,
+		        "cannot attach %s to a loop device: there is no /dev/loop-control "
+		        "(load the loop module; in a container, loop devices are usually "
+		        "not available: set storage = qcow2)",
+		        img_path);
+	if (r == -EPERM || r == -EACCES)
+		return storage_fail(err, r,
+		                    "cannot attach %s to a loop device: %s (slated needs "
+		                    "CAP_SYS_ADMIN; in a container, set storage = qcow2)",
+		                    img_path, strerror(-r));
+	if (r < 0)
+		return storage_fail(err, r, "cannot attach %s to a loop device: %s", img_path,
+		                    strerror(-r));
+
+	/* Freed blocks are punched out of pool.img, so the host gets its space back. */
+	if (mount(dev, mnt_path, "btrfs", flags, "discard=async") < 0) {
+		if (errno != EINVAL || mount(dev, mnt_path, "btrfs", flags, NULL) < 0)
+			return storage_fail(err, -errno, "cannot mount %s (%s) on %s: %s", dev,
+			                    img_path, mnt_path, strerror(errno));
+	}
+	/* From here on the mount holds the loop device; autoclear detaches it at unmount. */
+	log_debug("mounted %s (%s) on %s", dev, img_path, mnt_path);
+	return 0;
+}
+
+int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
+              enum pool_how *ret_how, char **err)
+{
+	_cleanup_close_ int lock = -1, fd = -1;
+	enum pool_how how;
+	struct statfs sfs;
+	struct stat st;
+	int r;
+
+	if (size == 0)
+		size = POOL_DEFAULT_SIZE;
+	/* Two daemons (or a daemon and a test) must not both create or mount the pool. */
+	lock = openat(state_fd, POOL_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+	              0600);
+	if (lock < 0)
+		return storage_fail(err, -errno, "cannot create %s/%s: %s", state_path, POOL_LOCK,
+		                    strerror(errno));
+	while (flock(lock, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+
+	if (mkdirat(state_fd, POOL_MOUNT, 0711) < 0 && errno != EEXIST)
+		return storage_fail(err, -errno, "cannot create %s/%s: %s", state_path, POOL_MOUNT,
+		                    strerror(errno));
+	if (fstatat(state_fd, POOL_MOUNT, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return storage_fail(err, -ENOTDIR, "%s/%s is not a directory", state_path,
+		                    POOL_MOUNT);
+
+	r = pool_is_mounted(state_fd);
+	if (r < 0)
+		return storage_fail(err, r, "cannot inspect %s/%s: %s", state_path, POOL_MOUNT,
+		                    strerror(-r));
+	if (r > 0) {
+		r = check_mounted_pool(state_fd, state_path, err);
+		if (r < 0)
+			return r;
+		how = POOL_REUSED;
+	} else {
+		if (fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			how = POOL_ATTACHED;
+		} else if (errno == ENOENT) {
+			r = pool_create(state_fd, state_path, size, err);
+			if (r < 0)
+				return r;
+			how = POOL_CREATED;
+		} else {
+			return storage_fail(err, -errno, "cannot inspect %s/%s: %s", state_path,
+			                    POOL_IMAGE, strerror(errno));
+		}
+		r = pool_mount(state_fd, state_path, err);
+		if (r < 0)
+			return r;
+	}
+
+	fd = openat(state_fd, POOL_MOUNT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return storage_fail(err, -errno, "cannot open %s/%s: %s", state_path, POOL_MOUNT,
+		                    strerror(errno));
+	if (fstatfs(fd, &sfs) < 0)
+		return -errno;
+	if ((unsigned long)sfs.f_type != BTRFS_SUPER_MAGIC)
+		return storage_fail(err, -EMEDIUMTYPE, "%s/%s is not the mounted btrfs pool",
+		                    state_path, POOL_MOUNT);
+	/* Others may traverse (qemu runs as its own user), not list. */
+	if (fchmod(fd, 0711) < 0)
+		return -errno;
+	*ret_fd = TAKE_FD(fd);
+	if (ret_how)
+		*ret_how = how;
+	return 0;
+}

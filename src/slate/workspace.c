@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Workspace commands: create, ls, describe, reset, wipe-home, wipe, rm, checkpoint. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/client.h"
+#include "slate.h"
+#include "util/json.h"
+#include "util/size.h"
+#include "workspace/workspace.h"
+
+#define MAX_SHARES 16
+
+/* Parses the options common to every command plus -y/--yes; returns the first operand index or
+ * an exit status < 0 (negated) when it printed usage/help. */
+static int parse_simple(struct slate_ctx *ctx, int argc, char **argv, bool *yes, const char *usage)
+{
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"yes", no_argument, NULL, 'y'},
+	        {},
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "hy", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		if (c == 'y' && yes) {
+			*yes = true;
+			continue;
+		}
+		if (c == 'h' || c == OPT_HELP) {
+			fputs(usage, stdout);
+			return -EXIT_SUCCESS - 1000;
+		}
+		return -slate_usage_error(ctx, "%s: unknown option '%s'", ctx->command,
+		                          argv[optind - 1]);
+	}
+	return optind;
+}
+
+/* Maps parse_simple's negative result to the exit status. */
+static int parse_exit(int r)
+{
+	return r == -1000 ? EXIT_SUCCESS : -r;
+}
+
+/* Names go into URL paths: check them here too, so that "a/../b" never becomes "b". */
+static int check_name(struct slate_ctx *ctx, const char *name)
+{
+	if (workspace_name_check(name) < 0)
+		return -slate_usage_error(ctx, "%s: invalid name '%s': %s", ctx->command, name,
+		                          WORKSPACE_NAME_RULE);
+	return 0;
+}
+
+static int call(struct slate_ctx *ctx, const char *method, const char *path,
+                struct json_object *body, struct json_object **ret)
+{
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
+	struct api_error err;
+
+	if (slate_client(ctx, &client) < 0)
+		return -EXIT_FAILURE;
+	if (api_client_call(client, method, path, body, NULL, NULL, ret, &err) < 0)
+		return -slate_api_fail(ctx->command, &err);
+	return 0;
+}
+
+int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_IMAGE = 1, OPT_MEMORY, OPT_CPUS, OPT_HOME, OPT_SHARE, OPT_GENKEY };
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"image", required_argument, NULL, OPT_IMAGE},
+	        {"memory", required_argument, NULL, OPT_MEMORY},
+	        {"cpus", required_argument, NULL, OPT_CPUS},
+	        {"home-size", required_argument, NULL, OPT_HOME},
+	        {"share", required_argument, NULL, OPT_SHARE},
+	        {"generate-ssh-key", no_argument, NULL, OPT_GENKEY},
+	        {},
+	};
+	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
+	struct json_object *shares = json_object_new_array();
+	uint64_t v;
+	char *end;
+	int c, r;
+
+	if (!body || !shares || json_add(body, "shares", shares) < 0)
+		return slate_fail("create", "out of memory");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		switch (c) {
+		case OPT_IMAGE:
+			(void)json_add_string(body, "image", optarg);
+			break;
+		case OPT_MEMORY:
+			/* MIB, as CLI.md says; a unit suffix is accepted too ("4G"). */
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end) {
+				if (size_parse(optarg, &v) < 0)
+					return slate_usage_error(
+					        ctx, "create: --memory %s: MiB or a size like 4G",
+					        optarg);
+				v >>= 20;
+			}
+			(void)json_add_int64(body, "memory_mib", (int64_t)v);
+			break;
+		case OPT_CPUS:
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || v == 0 || v > 256)
+				return slate_usage_error(
+				        ctx, "create: --cpus %s: a number from 1 to 256", optarg);
+			(void)json_add_int64(body, "cpus", (int64_t)v);
+			break;
+		case OPT_HOME:
+			if (size_parse(optarg, &v) < 0)
+				return slate_usage_error(
+				        ctx, "create: --home-size %s: a size like 64G", optarg);
+			(void)json_add_int64(body, "home_size", (int64_t)v);
+			break;
+		case OPT_SHARE: {
+			/* HOSTDIR[:GUESTDIR][:ro] */
+			char *spec = strdup(optarg), *host, *guest = NULL, *p;
+			char real[PATH_MAX];
+			struct json_object *s = json_object_new_object();
+			bool ro = false;
+
+			if (!spec || !s)
+				return slate_fail("create", "out of memory");
+			host = spec;
+			p = strchr(spec, ':');
+			if (p) {
+				*p++ = '\0';
+				if (streq(p, "ro"))
+					ro = true;
+				else {
+					guest = p;
+					p = strchr(p, ':');
+					if (p) {
+						*p++ = '\0';
+						if (!streq(p, "ro"))
+							return slate_usage_error(
+							        ctx,
+							        "create: --share %s: "
+							        "HOSTDIR[:GUESTDIR][:ro]",
+							        optarg);
+						ro = true;
+					}
+				}
+			}
+			if (!realpath(host, real))
+				return slate_fail("create", "--share %s: %s", host,
+				                  strerror(errno));
+			(void)json_add_string(s, "host", real);
+			if (guest && *guest)
+				(void)json_add_string(s, "guest", guest);
+			(void)json_add_bool(s, "readonly", ro);
+			(void)json_object_array_add(shares, s);
+			free(spec);
+			if (json_object_array_length(shares) > MAX_SHARES)
+				return slate_usage_error(ctx, "create: at most %d --share",
+				                         MAX_SHARES);
+			break;
+		}
+		case OPT_GENKEY:
+			return slate_fail("create",
+			                  "--generate-ssh-key: the SSH agent is not in this "
+			                  "version yet");
+		case 'h':
+		case OPT_HELP:
+			printf("Usage: slate create NAME [--image ID] [--memory MIB] [--cpus N] "
+			       "[--home-size SIZE]\n"
+			       "                   [--share HOSTDIR[:GUESTDIR][:ro]]...\n"
+			       "Clone the base image into a new workspace; nothing boots.\n");
+			return EXIT_SUCCESS;
+		default:
+			return slate_usage_error(ctx, "create: unknown option '%s'",
+			                         argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "create: give exactly one workspace NAME");
+	if (check_name(ctx, argv[optind]) < 0)
+		return EXIT_USAGE;
+	(void)json_add_string(body, "name", argv[optind]);
+	r = call(ctx, "POST", "/v1/workspaces", body, &reply);
+	if (r < 0)
+		return -r;
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+	{
+		const char *image = "?", *mac = "?";
+		(void)json_get_string(reply, "image", &image);
+		(void)json_get_string(reply, "mac", &mac);
+		printf("created workspace %s from image %s (MAC %s)\n", argv[optind], image, mac);
+	}
+	return EXIT_SUCCESS;
+}
+
+static int64_t usage_physical(struct json_object *w, const char *which)
+{
+	struct json_object *u, *x;
+	int64_t v = 0;
+
+	if (json_get_object(w, "usage", &u) < 0 || json_get_object(u, which, &x) < 0)
+		return 0;
+	(void)json_get_int64(x, "physical", &v);
+	return v;
+}
+
+int cmd_ls(struct slate_ctx *ctx, int argc, char **argv)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	struct json_object *arr;
+	int r;
+
+	r = parse_simple(
+	        ctx, argc, argv, NULL,
+	        "Usage: slate ls [--json]\nList your workspaces: name, state, image, disk use.\n");
+	if (r < 0)
+		return parse_exit(r);
+	if (r != argc)
+		return slate_usage_error(ctx, "ls: unexpected argument '%s'", argv[r]);
+	r = call(ctx, "GET", "/v1/workspaces", NULL, &reply);
+	if (r < 0)
+		return -r;
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+	if (json_get_array(reply, "workspaces", &arr) < 0)
+		return slate_fail("ls", "slated's reply has no workspace list");
+	printf("%-24s %-12s %-20s %10s\n", "NAME", "STATE", "IMAGE", "DISK USE");
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *w = json_object_array_get_idx(arr, i);
+		const char *name = "?", *state = "?", *image = "?";
+		char sz[32];
+
+		(void)json_get_string(w, "name", &name);
+		(void)json_get_string(w, "state", &state);
+		(void)json_get_string(w, "image", &image);
+		size_format((uint64_t)(usage_physical(w, "disk") + usage_physical(w, "home") +
+		                       usage_physical(w, "checkpoints")),
+		            sz, sizeof(sz));
+		printf("%-24s %-12s %-20s %10s\n", name, state, image, sz);
+	}
+	return EXIT_SUCCESS;
+}
+
+static void print_usage_line(struct json_object *w, const char *which, const char *label)
+{
+	struct json_object *u, *x;
+	int64_t l = 0, p = 0, s = 0;
+	char a[32], b[32], c[32];
+
+	if (json_get_object(w, "usage", &u) < 0 || json_get_object(u, which, &x) < 0)
+		return;
+	(void)json_get_int64(x, "logical", &l);
+	(void)json_get_int64(x, "physical", &p);
+	(void)json_get_int64(x, "shared", &s);
+	printf("  %-12s %10s logical, %10s physical, %10s shared\n", label,
+	       size_format((uint64_t)l, a, sizeof(a)), size_format((uint64_t)p, b, sizeof(b)),
+	       size_format((uint64_t)s, c, sizeof(c)));
+}
+
+static const char *fmt_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!gmtime_r(&tt, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%SZ", &tm))
+		(void)snprintf(buf, len, "%lld", (long long)t);
+	return buf;
+}
+
+int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	struct json_object *arr;
+	char path[512], tbuf[64], sz[32];
+	const char *s;
+	int64_t v;
+	bool b;
+	int r;
+
+	r = parse_simple(ctx, argc, argv, NULL,
+	                 "Usage: slate describe NAME [--json]\nSettings, disk use, checkpoints, "
+	                 "domain and secrets (names and hosts only) of a workspace.\n");
+	if (r < 0)
+		return parse_exit(r);
+	if (r != argc - 1)
+		return slate_usage_error(ctx, "describe: give exactly one workspace NAME");
+	if (check_name(ctx, argv[r]) < 0)
+		return EXIT_USAGE;
+	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s", argv[r]);
+	r = call(ctx, "GET", path, NULL, &reply);
+	if (r < 0)
+		return -r;
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+
+#define STR(k) (json_get_string(reply, k, &s) >= 0 ? s : "?")
+	printf("name:        %s\n", STR("name"));
+	printf("state:       %s\n", STR("state"));
+	printf("domain:      %s\n", STR("domain"));
+	printf("uuid:        %s\n", STR("uuid"));
+	(void)json_get_int64(reply, "base_version", &v);
+	printf("image:       %s (cloned from version %lld", STR("image"), (long long)v);
+	if (json_get_bool(reply, "base_drift", &b) >= 0 && b &&
+	    json_get_int64(reply, "image_version", &v) >= 0)
+		printf("; the image is now at version %lld: 'slate start --reset-to-base' or "
+		       "'--as-is'",
+		       (long long)v);
+	printf(")\n");
+	printf("storage:     %s\n", STR("storage"));
+	v = 0;
+	(void)json_get_int64(reply, "memory_mib", &v);
+	printf("memory:      %lld MiB\n", (long long)v);
+	(void)json_get_int64(reply, "cpus", &v);
+	printf("cpus:        %lld\n", (long long)v);
+	(void)json_get_int64(reply, "home_size", &v);
+	printf("home size:   %s\n", size_format((uint64_t)v, sz, sizeof(sz)));
+	printf("mac:         %s\n", STR("mac"));
+	(void)json_get_int64(reply, "created", &v);
+	printf("created:     %s\n", fmt_time(v, tbuf, sizeof(tbuf)));
+	if (json_get_bool(reply, "compromised", &b) >= 0 && b) {
+		(void)json_get_int64(reply, "compromised_at", &v);
+		printf("COMPROMISED: %s, a placeholder was sent to %s: 'slate wipe %s' before it "
+		       "may start\n",
+		       fmt_time(v, tbuf, sizeof(tbuf)), STR("compromised_host"), STR("name"));
+	}
+	if (json_get_bool(reply, "disk_present", &b) >= 0 && !b)
+		printf("disk:        reset; the next start clones a fresh one from the base\n");
+	if (json_get_bool(reply, "home_present", &b) >= 0 && !b)
+		printf("home:        wiped; the next start makes a fresh one\n");
+	printf("disk use:\n");
+	print_usage_line(reply, "disk", "disk.img");
+	print_usage_line(reply, "home", "home.img");
+	print_usage_line(reply, "checkpoints", "checkpoints");
+	if (json_get_array(reply, "shares", &arr) >= 0 && json_object_array_length(arr) > 0) {
+		printf("shares:\n");
+		for (size_t i = 0; i < json_object_array_length(arr); i++) {
+			struct json_object *sh = json_object_array_get_idx(arr, i);
+			const char *h = "?", *g = "?";
+			bool ro = false;
+			(void)json_get_string(sh, "host", &h);
+			(void)json_get_string(sh, "guest", &g);
+			(void)json_get_bool(sh, "readonly", &ro);
+			printf("  %s -> %s%s\n", h, g, ro ? " (read-only)" : "");
+		}
+	}
+	if (json_get_array(reply, "checkpoints", &arr) >= 0) {
+		printf("checkpoints: %zu\n", json_object_array_length(arr));
+		for (size_t i = 0; i < json_object_array_length(arr); i++) {
+			struct json_object *cp = json_object_array_get_idx(arr, i);
+			const char *id = "?";
+			(void)json_get_string(cp, "id", &id);
+			v = 0;
+			(void)json_get_int64(cp, "created", &v);
+			printf("  %s  %s\n", id, fmt_time(v, tbuf, sizeof(tbuf)));
+		}
+	}
+	if (json_get_array(reply, "secrets", &arr) >= 0)
+		printf("secrets:     %zu bound\n", json_object_array_length(arr));
+#undef STR
+	return EXIT_SUCCESS;
+}
+
+/*
+ * Asks before a destructive verb. Names what goes and what stays. Without a terminal to ask
+ * on, only --yes proceeds.
+ */
+static int confirm(const struct slate_ctx *ctx, bool yes, const char *what, const char *goes,
+                   const char *stays)
+{
+	char answer[16];
+
+	if (yes)
+		return 0;
+	fprintf(stderr, "%s\n  goes:  %s\n  stays: %s\n", what, goes, stays);
+	if (!isatty(STDIN_FILENO))
+		return -slate_usage_error(ctx, "%s: no terminal to confirm on: pass --yes",
+		                          ctx->command);
+	fprintf(stderr, "Proceed? [y/N] ");
+	if (!fgets(answer, sizeof(answer), stdin) || (answer[0] != 'y' && answer[0] != 'Y')) {
+		fprintf(stderr, "slate: %s: not confirmed, nothing changed\n", ctx->command);
+		return -EXIT_FAILURE;
+	}
+	return 0;
+}
+
+struct verb {
+	const char *name, *method, *suffix, *goes, *stays, *done;
+};
+
+static const struct verb verbs[] = {
+        {"reset", "POST", "/reset",
+         "the system disk (disk.img): everything installed with apt, edits under /etc, /var, "
+         "/usr, /opt; the next start clones a fresh one from the base",
+         "home, secrets, SSH keys, settings, checkpoints and shared host folders",
+         "reset to its base image:"},
+        {"wipe-home", "POST", "/wipe-home",
+         "/home (home.img) and the workspace's generated SSH key pair; the next start makes "
+         "a fresh empty home",
+         "the system disk, secrets, imported SSH keys, settings, checkpoints and shared host "
+         "folders",
+         "wiped the home of"},
+        {"wipe", "POST", "/wipe",
+         "the system disk (disk.img), /home (home.img) and the generated SSH key pair",
+         "secrets, imported SSH keys, settings, checkpoints and shared host folders",
+         "system disk reset and home emptied:"},
+        {"rm", "DELETE", "",
+         "the whole workspace: directory, both images, vault, every checkpoint, host-side "
+         "SSH material and its MAC reservation",
+         "the base image and shared host folders (never touched)", "deleted workspace"},
+};
+
+static int run_destructive(struct slate_ctx *ctx, const struct verb *vb, int argc, char **argv)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	char usage[256], path[512], what[128];
+	bool yes = false;
+	int r;
+
+	(void)snprintf(usage, sizeof(usage), "Usage: slate %s NAME [--yes]\nIt deletes %s.\n",
+	               vb->name, vb->goes);
+	r = parse_simple(ctx, argc, argv, &yes, usage);
+	if (r < 0)
+		return parse_exit(r);
+	if (r != argc - 1)
+		return slate_usage_error(ctx, "%s: give exactly one workspace NAME", vb->name);
+	if (check_name(ctx, argv[r]) < 0)
+		return EXIT_USAGE;
+	(void)snprintf(what, sizeof(what), "slate %s %s:", vb->name, argv[r]);
+	r = confirm(ctx, yes, what, vb->goes, vb->stays);
+	if (r < 0)
+		return -r;
+	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s%s", argv[argc - 1], vb->suffix);
+	r = call(ctx, vb->method, path, NULL, &reply);
+	if (r < 0)
+		return -r;
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+	printf("%s %s\n", vb->done, argv[argc - 1]);
+	return EXIT_SUCCESS;
+}
+
+int cmd_reset(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return run_destructive(ctx, &verbs[0], argc, argv);
+}
+int cmd_wipe_home(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return run_destructive(ctx, &verbs[1], argc, argv);
+}
+int cmd_wipe(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return run_destructive(ctx, &verbs[2], argc, argv);
+}
+int cmd_rm(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return run_destructive(ctx, &verbs[3], argc, argv);
+}
+
+int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	static const char usage[] = "Usage: slate checkpoint ls NAME\n"
+	                            "       slate checkpoint revert NAME ID [--yes]\n"
+	                            "Proven-boot checkpoints of a workspace's disk and home.\n";
+	char path[700], tbuf[64];
+	bool yes = false;
+	const char *sub;
+	int r;
+
+	r = parse_simple(ctx, argc, argv, &yes, usage);
+	if (r < 0)
+		return parse_exit(r);
+	if (r >= argc)
+		return slate_usage_error(ctx, "checkpoint: ls or revert?");
+	sub = argv[r];
+	if (streq(sub, "ls")) {
+		struct json_object *arr;
+		argc -= r;
+		argv += r;
+		optind = 0;
+		r = parse_simple(ctx, argc, argv, NULL, usage);
+		if (r < 0)
+			return parse_exit(r);
+		if (r != argc - 1)
+			return slate_usage_error(ctx,
+			                         "checkpoint ls: give exactly one workspace NAME");
+		if (check_name(ctx, argv[r]) < 0)
+			return EXIT_USAGE;
+		(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/checkpoints", argv[r]);
+		r = call(ctx, "GET", path, NULL, &reply);
+		if (r < 0)
+			return -r;
+		if (ctx->json)
+			return slate_print_json(reply), EXIT_SUCCESS;
+		if (json_get_array(reply, "checkpoints", &arr) < 0)
+			return slate_fail("checkpoint", "slated's reply has no checkpoint list");
+		printf("%-24s %s\n", "ID", "CREATED");
+		for (size_t i = 0; i < json_object_array_length(arr); i++) {
+			struct json_object *cp = json_object_array_get_idx(arr, i);
+			const char *id = "?";
+			int64_t t = 0;
+			(void)json_get_string(cp, "id", &id);
+			(void)json_get_int64(cp, "created", &t);
+			printf("%-24s %s\n", id, fmt_time(t, tbuf, sizeof(tbuf)));
+		}
+		return EXIT_SUCCESS;
+	}
+	if (streq(sub, "revert")) {
+		char what[256];
+		argc -= r;
+		argv += r;
+		optind = 0;
+		r = parse_simple(ctx, argc, argv, &yes, usage);
+		if (r < 0)
+			return parse_exit(r);
+		if (r != argc - 2)
+			return slate_usage_error(ctx, "checkpoint revert: give NAME and ID");
+		if (check_name(ctx, argv[r]) < 0)
+			return EXIT_USAGE;
+		if (strspn(argv[r + 1], "0123456789abcdefghijklmnopqrstuvwxyz-") !=
+		            strlen(argv[r + 1]) ||
+		    !argv[r + 1][0] || strlen(argv[r + 1]) > 31)
+			return slate_usage_error(
+			        ctx, "checkpoint revert: invalid checkpoint id '%s'", argv[r + 1]);
+		(void)snprintf(what, sizeof(what), "slate checkpoint revert %s %s:", argv[r],
+		               argv[r + 1]);
+		r = confirm(
+		        ctx, yes, what,
+		        "the current system disk and home, replaced by the checkpoint's pair",
+		        "secrets, SSH keys, settings, other checkpoints and shared host folders");
+		if (r < 0)
+			return -r;
+		(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/checkpoints/%s/revert",
+		               argv[argc - 2], argv[argc - 1]);
+		r = call(ctx, "POST", path, NULL, &reply);
+		if (r < 0)
+			return -r;
+		if (ctx->json)
+			return slate_print_json(reply), EXIT_SUCCESS;
+		printf("reverted %s to checkpoint %s\n", argv[argc - 2], argv[argc - 1]);
+		return EXIT_SUCCESS;
+	}
+	return slate_usage_error(ctx, "checkpoint: unknown subcommand '%s' (ls, revert)", sub);
+}

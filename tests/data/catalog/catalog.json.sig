@@ -1,0 +1,1 @@
+slate-catalog-sig-v1 0b21c33ebe3f5c4c L8tbzSlzxIo48m6sDbAWWuJ3kMVHeaIZuSj5omwqU5t2g4jxNRyi81RqB/o++xAu8IVScagVwH6eB54upR0NDA==

@@ -1,0 +1,212 @@
+#!/bin/bash
+# Workspaces through the real daemon and client, on each storage backend: loop-mounted btrfs
+# (subvolumes), XFS with reflink=1 (FICLONE), and the embedded loop pool (state dir on ext4).
+# Covers import, create, ls, describe, reset, wipe-home, wipe, rm, ownership (SO_PEERCRED),
+# refusals (bad names, duplicates, unknown workspace, missing image, running workspace, full
+# filesystem) and a kill -9 of slated in the middle of create and rm.
+# Run through tests/integration/run-one, which sources lib.sh.
+set -euo pipefail
+
+ensure_libvirt
+ensure_test_image
+
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+work=$test_tmpdir
+daemon_pid=
+stop_daemon() {
+    [ -n "$daemon_pid" ] || return 0
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+}
+on_exit stop_daemon_now
+stop_daemon_now() { stop_daemon; }
+
+start_daemon() { # state-dir [env...]
+    local state=$1
+    shift
+    rm -f "$work/run/slated.sock"
+    env "$@" "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" \
+        --log-level debug 2>>"$work/slated.log" &
+    daemon_pid=$!
+    for _ in $(seq 200); do
+        [ -S "$work/run/slated.sock" ] && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
+        sleep 0.05
+    done
+    tail -20 "$work/slated.log"
+    fail "slated did not come up"
+}
+destroy_quietly() { virsh -q -c "$SLATE_TEST_URI" destroy "$1" >/dev/null 2>&1 || true; }
+s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
+print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
+expect_fail() { # rc pattern command...
+    local want=$1 pat=$2 rc=0
+    shift 2
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
+    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
+}
+
+exercise_backend() { # state-dir expected-kind
+    local state=$1 kind=$2 json
+    log "backend $kind in $state"
+    start_daemon "$state"
+    s doctor --json | python3 -c 'import json,sys; c={x["check"]:x for x in json.load(sys.stdin)["checks"]}; assert c["storage"]["status"]=="ok" and c["storage"]["detail"].startswith(sys.argv[1]+":"), c["storage"]' "$kind" ||
+        fail "doctor does not report storage $kind"
+
+    # Import (root only) and list.
+    s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
+        --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+    [ "$(s image ls --json | jget images.0.local)" = true ] || fail "imported image not local"
+    expect_fail 1 "installed already" s image import test "$test_image_dir/disk.img"
+
+    # Create: the disk is a clone sharing extents with the base; the home is sparse.
+    s create ws1 --memory 1024 --cpus 1 --home-size 8G >/dev/null
+    json=$(s describe ws1 --json)
+    [ "$(jget storage <<<"$json")" = "$kind" ] || fail "describe storage: $(jget storage <<<"$json")"
+    [ "$(jget mac <<<"$json" | cut -c1-9)" = "52:54:00:" ] || fail "mac $(jget mac <<<"$json")"
+    [ "$(jget memory_mib <<<"$json")" = 1024 ] || fail "memory"
+    [ "$(jget domain <<<"$json")" = slate-ws1 ] || fail "domain name"
+    [ "$(jget usage.home.physical <<<"$json")" -lt $((64 << 20)) ] || fail "home is not sparse"
+    [ "$(jget usage.home.logical <<<"$json")" = $((8 << 30)) ] || fail "home logical size"
+    if [ "$kind" != qcow2 ]; then
+        [ "$(jget usage.disk.shared <<<"$json")" -gt 0 ] || fail "disk.img shares no extent with the base"
+    fi
+    [ "$(s ls --json | jget workspaces.0.name)" = ws1 ] || fail "ls does not show ws1"
+    s ls | grep -q "^ws1 .*stopped .*test" || fail "ls text: $(s ls)"
+
+    # Refusals.
+    expect_fail 1 "exists already" s create ws1
+    expect_fail 2 "invalid name" s create Bad_Name
+    expect_fail 2 "invalid name" s describe ../ws1
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$work/run/slated.sock" \
+        -X POST -d '{"name":"-x"}' http://slated/v1/workspaces)" = 400 ] || fail "daemon took a bad name"
+    expect_fail 1 "no workspace named 'nope'" s describe nope
+    expect_fail 1 "no workspace named 'nope'" s rm nope --yes
+    expect_fail 1 "'missing' is not installed" s create ws9 --image missing
+    expect_fail 2 "pass --yes" s rm ws1 </dev/null
+
+    # Another user sees none of root's workspaces and cannot touch them.
+    chmod 0755 "$work/run"
+    chmod 0666 "$work/run/slated.sock"
+    [ "$(setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" ls --json | jget workspaces)" = "[]" ] ||
+        fail "nobody sees root's workspaces"
+    expect_fail 1 "no workspace named 'ws1'" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" rm ws1 --yes
+    expect_fail 1 "only root may import" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" image import x /etc/shadow
+    expect_fail 1 "only directories you own" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" create mine --share /root
+    chmod 0660 "$work/run/slated.sock"
+
+    # Reset, wipe-home, wipe: each says what it did and describe shows it; the share survives.
+    mkdir -p "$work/share-$kind"
+    echo keep >"$work/share-$kind/file"
+    s create ws2 --share "$work/share-$kind:/src:ro" >/dev/null
+    [ "$(s describe ws2 --json | jget shares.0.guest)" = /src ] || fail "share guest path"
+    s reset ws2 --yes | grep -q "reset to its base image" || fail "reset output"
+    [ "$(s describe ws2 --json | jget disk_present)" = false ] || fail "reset kept disk.img"
+    [ "$(s describe ws2 --json | jget home_present)" = true ] || fail "reset lost the home"
+    s wipe-home ws2 --yes >/dev/null
+    [ "$(s describe ws2 --json | jget home_present)" = false ] || fail "wipe-home kept home.img"
+    s wipe ws2 --yes >/dev/null
+    [ "$(cat "$work/share-$kind/file")" = keep ] || fail "a verb touched the shared folder"
+
+    # A running workspace refuses destructive verbs.
+    # A domain of that name that merely runs (no disk: the firmware waits for a boot device).
+    cat >"$work/dom.xml" <<XML
+<domain type='qemu'><name>slate-ws2</name><memory unit='MiB'>32</memory>
+<os><type arch='x86_64'>hvm</type></os><devices/></domain>
+XML
+    virsh -q -c "$SLATE_TEST_URI" create "$work/dom.xml" >/dev/null
+    on_exit destroy_quietly slate-ws2
+    [ "$(s describe ws2 --json | jget state)" = running ] || fail "state of a running domain"
+    expect_fail 1 "is running: stop it first" s rm ws2 --yes
+    expect_fail 1 "is running: stop it first" s reset ws2 --yes
+    virsh -q -c "$SLATE_TEST_URI" destroy slate-ws2 >/dev/null
+
+    # rm removes everything; the MAC is free again (a new workspace may get it).
+    s rm ws2 --yes | grep -q "deleted workspace ws2" || fail "rm output"
+    expect_fail 1 "no workspace named 'ws2'" s describe ws2
+    s rm ws1 --yes >/dev/null
+    [ "$(s ls --json | jget workspaces)" = "[]" ] || fail "ls after rm: $(s ls --json)"
+    stop_daemon
+}
+
+# btrfs and XFS, loop-mounted.
+for fs in btrfs xfs; do
+    mnt=$(make_loop_fs "$fs" "ws-$fs" 1G)
+    exercise_backend "$mnt/state" "$([ "$fs" = btrfs ] && echo btrfs || echo reflink)"
+done
+
+# The embedded pool: a state dir on a filesystem without reflinks (ext4 here).
+on_exit unmount "$work/ext4-state/pool"
+exercise_backend "$work/ext4-state" pool
+# The pool comes back after the daemon restarts (still mounted) and after an unmount (reboot).
+start_daemon "$work/ext4-state"
+s create survivor >/dev/null
+stop_daemon
+umount "$work/ext4-state/pool"
+start_daemon "$work/ext4-state"
+[ "$(s ls --json | jget workspaces.0.name)" = survivor ] || fail "pool not re-attached after unmount"
+s rm survivor --yes >/dev/null
+stop_daemon
+
+# A full filesystem: a clear error, and nothing half-made left behind.
+mnt=$(make_loop_fs xfs ws-full 300M)
+start_daemon "$mnt/state"
+s image import test "$test_image_dir/disk.img" >/dev/null
+avail=$(df --output=avail -B1 "$mnt" | tail -1)
+fallocate -l $((avail - (1 << 20))) "$mnt/filler" 2>/dev/null || fallocate -l $((avail - (2 << 20))) "$mnt/filler"
+expect_fail 1 "full" s create big --home-size 4G
+[ "$(s ls --json | jget workspaces)" = "[]" ] || fail "a half-made workspace is listed"
+ls -A "$mnt/state/workspaces" | grep -v '^\.\(macs\|locks\)' | grep -q . && fail "leftovers: $(ls -A "$mnt/state/workspaces")"
+rm -f "$mnt/filler"
+s create big >/dev/null || fail "create after freeing space"
+stop_daemon
+
+# kill -9 of slated in the middle of create and rm: after a restart, the old state or the new.
+mnt=$(make_loop_fs btrfs ws-crash 1G)
+start_daemon "$mnt/state"
+s image import test "$test_image_dir/disk.img" >/dev/null
+s create keep >/dev/null
+stop_daemon
+for point in $(sed -n 's/^| `\(create:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-points.md"); do
+    start_daemon "$mnt/state" SLATE_CRASH_POINT="$point"
+    s create crashy >/dev/null 2>&1 && fail "create survived crash point $point"
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+    start_daemon "$mnt/state"
+    names=$(s ls --json | python3 -c 'import json,sys; print(" ".join(w["name"] for w in json.load(sys.stdin)["workspaces"]))')
+    case "$names" in
+    "crashy keep" | keep) ;;
+    *) fail "after a crash at $point: workspaces '$names'" ;;
+    esac
+    if [ "$names" = "crashy keep" ]; then
+        s describe crashy --json >/dev/null || fail "crashy is listed but broken after $point"
+        s rm crashy --yes >/dev/null
+    fi
+    stop_daemon
+    log "crash at $point: consistent ($names)"
+done
+for point in $(sed -n 's/^| `\(delete:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-points.md"); do
+    start_daemon "$mnt/state"
+    s create doomed >/dev/null
+    stop_daemon
+    start_daemon "$mnt/state" SLATE_CRASH_POINT="$point"
+    s rm doomed --yes >/dev/null 2>&1 && fail "rm survived crash point $point"
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+    start_daemon "$mnt/state"
+    names=$(s ls --json | python3 -c 'import json,sys; print(" ".join(w["name"] for w in json.load(sys.stdin)["workspaces"]))')
+    case "$names" in
+    "doomed keep") s describe doomed --json >/dev/null && s rm doomed --yes >/dev/null ;;
+    keep) ;;
+    *) fail "after a crash at $point: workspaces '$names'" ;;
+    esac
+    [ "$(s describe keep --json | jget home_present)" = true ] || fail "crash at $point lost keep's home"
+    stop_daemon
+    log "crash at $point: consistent ($names)"
+done
+echo "workspaces: all checks passed"
