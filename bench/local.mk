@@ -1,5 +1,16 @@
-EXTRA_DIST += bench/run bench/api-roundtrip bench/workspace-create bench/README.md
-bench: all
+EXTRA_DIST += bench/run bench/api-roundtrip bench/workspace-create bench/workspace-ops-run \
+	bench/image-verify bench/image-pull bench/vm-boot bench/README.md
+# Benchmark programs: built by "make bench" only, never installed.
+EXTRA_PROGRAMS = bench/workspace-ops
+bench_workspace_ops_SOURCES = bench/workspace-ops.c
+bench_workspace_ops_CFLAGS = $(LIBSLATE_CFLAGS)
+bench_workspace_ops_LDADD = $(LIBSLATE_LIBS) -lm
+CLEANFILES += $(EXTRA_PROGRAMS)
+bench: all $(EXTRA_PROGRAMS)
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/api-roundtrip
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/workspace-create
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/workspace-ops-run
+	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/image-verify
+	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/image-pull
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/vm-boot
 .PHONY: bench

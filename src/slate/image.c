@@ -18,6 +18,8 @@ static const char image_usage[] =
         "Usage: slate image ls\n"
         "       slate image import ID FILE [--kernel FILE --initrd FILE [--cmdline ARGS]] "
         "[--replace]\n"
+        "       slate image pull ID [--yes]\n"
+        "       slate image verify [ID]\n"
         "List images, or register a local raw image the administrator trusts (root only).\n";
 
 static int image_ls(struct slate_ctx *ctx, struct api_client *client)
@@ -214,5 +216,12 @@ int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
 			return EXIT_FAILURE;
 		return image_import(ctx, client, argc, argv);
 	}
-	return slate_usage_error(ctx, "image: unknown subcommand '%s' (ls, import)", sub);
+	if (streq(sub, "pull") || streq(sub, "verify")) {
+		if (slate_client(ctx, &client) < 0)
+			return EXIT_FAILURE;
+		return streq(sub, "pull") ? image_pull_cmd(ctx, client, argc, argv)
+		                          : image_verify_cmd(ctx, client, argc, argv);
+	}
+	return slate_usage_error(ctx, "image: unknown subcommand '%s' (ls, import, pull, verify)",
+	                         sub);
 }

@@ -322,6 +322,8 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 		       (long long)v);
 	printf(")\n");
 	printf("storage:     %s\n", STR("storage"));
+	if (json_object_object_get_ex(reply, "accelerator", NULL))
+		printf("accelerator: %s\n", STR("accelerator"));
 	v = 0;
 	(void)json_get_int64(reply, "memory_mib", &v);
 	printf("memory:      %lld MiB\n", (long long)v);

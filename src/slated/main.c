@@ -34,6 +34,9 @@ struct options {
 	char *log_level;
 	char *storage;
 	char *pool_size;
+	char *trusted_keys;
+	char *channel;
+	char *catalog_url;
 };
 
 static void usage(FILE *f)
@@ -135,6 +138,9 @@ static int apply_config(struct options *o)
 	FILL(log_level, "log-level");
 	FILL(storage, "storage");
 	FILL(pool_size, "pool-size");
+	FILL(trusted_keys, "trusted-keys");
+	FILL(channel, "channel");
+	FILL(catalog_url, "catalog-url");
 #undef FILL
 	return 0;
 }
@@ -313,14 +319,20 @@ int main(int argc, char **argv)
 	if (!sock)
 		return EXIT_FAILURE;
 	gr = getgrnam("slate");
-	ctx = (struct daemon_ctx){.storage = ctx.storage,
-	                          .workspaces = ctx.workspaces,
-	                          .storage_error = ctx.storage_error,
-	                          .state_dir = o.state_dir,
-	                          .runtime_dir = o.runtime_dir,
-	                          .libvirt_uri = o.libvirt_uri,
-	                          .state_dirfd = state_fd,
-	                          .started = time(NULL)};
+	ctx = (struct daemon_ctx){
+	        .storage = ctx.storage,
+	        .workspaces = ctx.workspaces,
+	        .storage_error = ctx.storage_error,
+	        .state_dir = o.state_dir,
+	        .runtime_dir = o.runtime_dir,
+	        .libvirt_uri = o.libvirt_uri,
+	        .state_dirfd = state_fd,
+	        .started = time(NULL),
+	        .trusted_keys = o.trusted_keys ? o.trusted_keys : SLATE_SYSCONF_DIR "/trusted-keys",
+	        .channel = o.channel ? o.channel : "stable",
+	        .catalog_url = o.catalog_url};
+	/* Domain events, the KVM probe, and domains that kept running while slated was away. */
+	(void)vm_daemon_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
 	                                 .listen_fd = listen_fd,
@@ -357,6 +369,7 @@ int main(int argc, char **argv)
 	log_info("signal %d: shutting down", sig);
 	(void)sd_notify(0, "STOPPING=1");
 	api_server_stop(TAKE_PTR(server));
+	vm_daemon_stop(&ctx);
 	workspace_store_free(ctx.workspaces);
 	storage_close(ctx.storage);
 	free(o.state_dir);
@@ -365,5 +378,8 @@ int main(int argc, char **argv)
 	free(o.log_level);
 	free(o.storage);
 	free(o.pool_size);
+	free(o.trusted_keys);
+	free(o.channel);
+	free(o.catalog_url);
 	return EXIT_SUCCESS;
 }

@@ -18,6 +18,23 @@ tests_fuzz_fuzz_buf_SOURCES = tests/fuzz/fuzz-buf.c \
 tests_fuzz_fuzz_buf_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_buf_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_buf_LDADD = $(SODIUM_LIBS)
+# The on-disk state parsers: workspace.json, the MAC registry (.macs.json) and image.json.
+# fuzz-macs.c and fuzz-image-json.c include their module's .c (the parsers are static); the
+# rest of libslate comes uninstrumented from libslate.la.
+noinst_PROGRAMS += tests/fuzz/fuzz-workspace-json tests/fuzz/fuzz-macs tests/fuzz/fuzz-image-json
+tests_fuzz_fuzz_workspace_json_SOURCES = tests/fuzz/fuzz-workspace-json.c \
+	src/libslate/workspace/state.c src/libslate/util/json.c
+tests_fuzz_fuzz_workspace_json_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_workspace_json_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_workspace_json_LDADD = $(LIBSLATE_LIBS)
+tests_fuzz_fuzz_macs_SOURCES = tests/fuzz/fuzz-macs.c src/libslate/util/json.c
+tests_fuzz_fuzz_macs_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_macs_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_macs_LDADD = $(LIBSLATE_LIBS)
+tests_fuzz_fuzz_image_json_SOURCES = tests/fuzz/fuzz-image-json.c src/libslate/util/json.c
+tests_fuzz_fuzz_image_json_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_image_json_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_image_json_LDADD = $(LIBSLATE_LIBS)
 endif
 
 FUZZ_REPLAY_CFLAGS = $(LIBSLATE_CFLAGS)
@@ -31,3 +48,20 @@ tests_unit_test_fuzz_corpus_buf_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-bu
 tests_unit_test_fuzz_corpus_buf_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-buf\"
 tests_unit_test_fuzz_corpus_buf_LDADD = $(LIBSLATE_LIBS)
+unit_tests += tests/unit/test-fuzz-corpus-workspace-json tests/unit/test-fuzz-corpus-macs \
+	tests/unit/test-fuzz-corpus-image-json
+check_PROGRAMS += tests/unit/test-fuzz-corpus-workspace-json tests/unit/test-fuzz-corpus-macs \
+	tests/unit/test-fuzz-corpus-image-json
+tests_unit_test_fuzz_corpus_workspace_json_SOURCES = tests/fuzz/replay.c \
+	tests/fuzz/fuzz-workspace-json.c
+tests_unit_test_fuzz_corpus_workspace_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-workspace-json\"
+tests_unit_test_fuzz_corpus_workspace_json_LDADD = $(LIBSLATE_LIBS)
+tests_unit_test_fuzz_corpus_macs_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-macs.c
+tests_unit_test_fuzz_corpus_macs_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-macs\"
+tests_unit_test_fuzz_corpus_macs_LDADD = $(LIBSLATE_LIBS)
+tests_unit_test_fuzz_corpus_image_json_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-image-json.c
+tests_unit_test_fuzz_corpus_image_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-image-json\"
+tests_unit_test_fuzz_corpus_image_json_LDADD = $(LIBSLATE_LIBS)

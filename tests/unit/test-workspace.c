@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * Workspaces on real filesystems: a loop-mounted btrfs and an XFS with reflink=1, each made in
- * the fixture from a sparse file in /tmp and always unmounted at the end. Needs root (mount);
- * skipped (77) otherwise. Covers the verbs, the layout, checkpoints, ENOSPC on a full filesystem,
- * a kill -9 at every crash point, and the residue probes of SECURITY.md from the host side.
+ * Workspaces on real filesystems, one test group per storage backend: a loop-mounted btrfs, an
+ * XFS with reflink=1, an ext4 (no reflinks) where storage picks the loop-backed btrfs pool, and
+ * an ext4 with storage = qcow2. Each filesystem is made in the fixture from a sparse file in
+ * /tmp, inside a private mount namespace, and always unmounted at the end (pools first). Needs
+ * root (mount); skipped (77) otherwise. Covers the verbs, the layout, checkpoints, ENOSPC on a
+ * full filesystem, a kill -9 at every crash point, and the residue probes of SECURITY.md from
+ * the host side. qcow2's disk.img is read and written through the format (qemu-io, qemu-img
+ * convert), never as raw bytes.
  */
 
 #include <dirent.h>
@@ -12,6 +16,7 @@
 #include <inttypes.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,6 +27,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,6 +61,8 @@ struct fsys {
 static struct fsys *all_fs[8];
 static char base_path[128];
 static struct fsys *cur_fs;
+static enum storage_mode cur_mode;
+static enum storage_kind cur_kind;
 static unsigned state_seq;
 
 static int sh(const char *fmt, ...) _printf_(1, 2);
@@ -76,8 +84,9 @@ static void fs_destroy(struct fsys *f)
 	if (!f)
 		return;
 	if (f->mounted) {
-		if (sh("umount %s 2>/dev/null", f->mnt) < 0)
-			(void)sh("umount -l %s", f->mnt);
+		/* -R: a pool mounted in a state directory on it goes first. */
+		if (sh("umount -R %s 2>/dev/null", f->mnt) < 0)
+			(void)sh("umount -R -l %s", f->mnt);
 		f->mounted = false;
 	}
 	if (f->mnt[0])
@@ -106,7 +115,7 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
-/* Makes a sparse image of size bytes, mkfs (type "btrfs" or "xfs"), loop-mounts it. */
+/* Makes a sparse image of size bytes, mkfs (type "btrfs", "xfs" or "ext4"), loop-mounts it. */
 static struct fsys *fs_make(const char *type, uint64_t size)
 {
 	struct fsys *f = calloc(1, sizeof(*f));
@@ -137,6 +146,9 @@ static struct fsys *fs_make(const char *type, uint64_t size)
 	}
 	if (streq(type, "btrfs")) {
 		if (sh("mkfs.btrfs -q -f %s >/dev/null 2>&1", f->img) < 0)
+			return NULL;
+	} else if (streq(type, "ext4")) {
+		if (sh("mkfs.ext4 -q -F %s >/dev/null 2>&1", f->img) < 0)
 			return NULL;
 	} else if (sh("mkfs.xfs -q -f -m reflink=1 %s >/dev/null 2>&1", f->img) < 0) {
 		return NULL;
@@ -208,14 +220,22 @@ struct ctx {
 	char state_dir[256];
 	int state_fd;
 	struct storage *s;
+	enum storage_kind kind;
 	struct workspace_store *st;
 	int64_t base_version;
 };
 
-static int ctx_open(struct fsys *f, struct ctx **ret)
+#define POOL_SIZE (2048 * MIB)
+
+/*
+ * A state directory on f with the base imported, opened in mode; the backend storage picked must
+ * be want (the pool on ext4 in auto mode is detection at work).
+ */
+static int ctx_open(struct fsys *f, enum storage_mode mode, enum storage_kind want,
+                    uint64_t pool_size, struct ctx **ret)
 {
 	struct ctx *c = calloc(1, sizeof(*c));
-	struct storage_config cfg = {0};
+	struct storage_config cfg = {.mode = mode, .pool_size = pool_size};
 	struct image_info *info = NULL;
 	int r;
 
@@ -231,6 +251,12 @@ static int ctx_open(struct fsys *f, struct ctx **ret)
 	r = storage_open(c->state_fd, c->state_dir, &cfg, &c->s);
 	if (r < 0) {
 		print_error("storage_open(%s): %s\n", c->state_dir, slate_strerror(r));
+		return -1;
+	}
+	c->kind = storage_get_kind(c->s);
+	if (c->kind != want) {
+		print_error("%s: storage picked %s, not %s\n", c->state_dir,
+		            storage_kind_name(c->kind), storage_kind_name(want));
 		return -1;
 	}
 	r = image_store_import(c->s, "base", base_path, NULL, NULL, NULL, false, NULL, NULL, &info);
@@ -257,6 +283,11 @@ static void ctx_close(struct ctx *c)
 	storage_close(c->s);
 	if (c->state_fd >= 0)
 		close(c->state_fd);
+	/* storage_close() leaves a pool mounted (running VMs): one pool per test is enough. */
+	if (c->kind == STORAGE_POOL) {
+		(void)sh("umount %s/pool", c->state_dir);
+		(void)sh("rm -rf %s", c->state_dir);
+	}
 	free(c);
 }
 
@@ -264,7 +295,7 @@ static int setup_ctx(void **state)
 {
 	struct ctx *c = NULL;
 
-	if (ctx_open(cur_fs, &c) < 0)
+	if (ctx_open(cur_fs, cur_mode, cur_kind, POOL_SIZE, &c) < 0)
 		return -1;
 	*state = c;
 	return 0;
@@ -304,6 +335,67 @@ static bool wexists(struct ctx *c, const char *name, const char *file)
 	return lstat(p, &st) == 0;
 }
 
+/* Runs argv (no shell), its output thrown away; true when it exits 0. */
+static bool run_argv(const char *const argv[])
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			(void)dup2(null, STDOUT_FILENO);
+			(void)dup2(null, STDERR_FILENO);
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* disk.img of a qcow2 workspace is an overlay: its guest-visible bytes go through the format. */
+static bool through_format(struct ctx *c, const char *file)
+{
+	return c->kind == STORAGE_QCOW2 && streq(file, "disk.img");
+}
+
+/* Writes len bytes at off of the qcow2 image path, the bytes repeating pattern (plen bytes). */
+static void qcow2_write(const char *path, uint64_t off, uint64_t len, const void *pattern,
+                        size_t plen)
+{
+	char tmp[] = "/tmp/slate-test-ws-pat-XXXXXX", cmd[256];
+	_cleanup_close_ int fd = mkstemp(tmp);
+	const char *argv[] = {"qemu-io", "-f", "qcow2", "-c", cmd, path, NULL};
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, pattern, plen), (ssize_t)plen);
+	snprintf(cmd, sizeof(cmd), "write -q -s %s %" PRIu64 " %" PRIu64, tmp, off, len);
+	if (!run_argv(argv))
+		fail_msg("qemu-io %s: %s failed", path, cmd);
+	(void)unlink(tmp);
+}
+
+/*
+ * The guest-visible bytes of the qcow2 image path, as a raw temporary file (unlinked, open fd
+ * returned). The overlay is read past the page cache (-T none), so its bytes come from the
+ * blocks the host filesystem gave it.
+ */
+static int qcow2_raw(const char *path)
+{
+	char tmp[] = "/tmp/slate-test-ws-raw-XXXXXX";
+	int fd = mkstemp(tmp);
+	const char *argv[] = {"qemu-img", "convert", "-T", "none", "-f", "qcow2",
+	                      "-O",       "raw",     path, tmp,    NULL};
+
+	assert_true(fd >= 0);
+	if (!run_argv(argv))
+		fail_msg("qemu-img convert %s failed", path);
+	(void)unlink(tmp);
+	return fd;
+}
+
 static void write_file_at(const char *path, uint64_t off, const void *data, size_t len)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -317,24 +409,35 @@ static void wwrite(struct ctx *c, const char *name, const char *file, uint64_t o
                    const char *text)
 {
 	_cleanup_free_ char *p = wpath(c, name, file);
-	write_file_at(p, off, text, strlen(text));
+
+	if (through_format(c, file))
+		qcow2_write(p, off, strlen(text), text, strlen(text));
+	else
+		write_file_at(p, off, text, strlen(text));
+}
+
+/* Reads len guest-visible bytes at off of a workspace image; false when it is not there. */
+static bool wread(struct ctx *c, const char *name, const char *file, uint64_t off, void *buf,
+                  size_t len)
+{
+	_cleanup_free_ char *p = wpath(c, name, file);
+	_cleanup_close_ int fd = -1;
+
+	if (access(p, F_OK) < 0)
+		return false;
+	fd = through_format(c, file) ? qcow2_raw(p) : open(p, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 && pread(fd, buf, len, (off_t)off) == (ssize_t)len;
 }
 
 /* True when file holds text at off. */
 static bool wholds(struct ctx *c, const char *name, const char *file, uint64_t off,
                    const char *text)
 {
-	_cleanup_free_ char *p = wpath(c, name, file);
-	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
 	char buf[256];
 	size_t n = strlen(text);
 
 	assert_true(n < sizeof(buf));
-	if (fd < 0)
-		return false;
-	if (pread(fd, buf, n, (off_t)off) != (ssize_t)n)
-		return false;
-	return memcmp(buf, text, n) == 0;
+	return wread(c, name, file, off, buf, n) && memcmp(buf, text, n) == 0;
 }
 
 /* Counts occurrences of needle in the whole file, reading every byte (holes included). */
@@ -629,18 +732,40 @@ static void test_create_layout(void **state)
 		assert_no_leftovers(dir);
 	}
 
-	/* disk.img: the base's bytes, sharing its extents. */
 	assert_int_equal(stat(disk, &st), 0);
-	assert_int_equal(st.st_size, BASE_SIZE);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	nb = fiemap(base, fb, 64);
-	nw = fiemap(disk, fw, 64);
-	assert_true(nb > 0);
-	assert_int_equal(nb, nw);
-	for (unsigned i = 0; i < nb; i++) {
-		assert_int_equal(fb[i].fe_logical, fw[i].fe_logical);
-		assert_int_equal(fb[i].fe_physical, fw[i].fe_physical);
-		assert_true(fw[i].fe_flags & FIEMAP_EXTENT_SHARED);
+	if (c->kind == STORAGE_QCOW2) {
+		/* disk.img: an overlay on the base (absolute path), metadata only. */
+		_cleanup_free_ char *cmd = NULL, *want = NULL;
+		char out[8192];
+		size_t n;
+		FILE *p;
+
+		assert_true(asprintf(&cmd, "qemu-img info -U --output=json %s", disk) > 0);
+		p = popen(cmd, "r");
+		assert_non_null(p);
+		n = fread(out, 1, sizeof(out) - 1, p);
+		out[n] = '\0';
+		assert_int_equal(pclose(p), 0);
+		assert_non_null(strstr(out, "\"format\": \"qcow2\""));
+		assert_true(asprintf(&want, "\"backing-filename\": \"%s\"", base) > 0);
+		if (!strstr(out, want))
+			fail_msg("%s: no %s in %s", disk, want, out);
+		assert_non_null(strstr(out, "\"virtual-size\": 67108864,"));
+		assert_true(physical_bytes(disk) < MIB);
+		(void)fb, (void)fw, (void)nb, (void)nw;
+	} else {
+		/* disk.img: the base's bytes, sharing its extents. */
+		assert_int_equal(st.st_size, BASE_SIZE);
+		nb = fiemap(base, fb, 64);
+		nw = fiemap(disk, fw, 64);
+		assert_true(nb > 0);
+		assert_int_equal(nb, nw);
+		for (unsigned i = 0; i < nb; i++) {
+			assert_int_equal(fb[i].fe_logical, fw[i].fe_logical);
+			assert_int_equal(fb[i].fe_physical, fw[i].fe_physical);
+			assert_true(fw[i].fe_flags & FIEMAP_EXTENT_SHARED);
+		}
 	}
 
 	/* home.img: ext4, 64 GiB logical, a few MiB physical. */
@@ -652,8 +777,10 @@ static void test_create_layout(void **state)
 	assert_true(physical_bytes(home) < 16 * MIB);
 
 	assert_int_equal(workspace_usage(c->st, "alpha", &u), 0);
+	/* For qcow2, the logical size is the overlay's virtual size. */
 	assert_int_equal(u.disk.logical, BASE_SIZE);
-	assert_true(u.disk.shared > 0);
+	if (c->kind != STORAGE_QCOW2)
+		assert_true(u.disk.shared > 0);
 	assert_int_equal(u.home.logical, WORKSPACE_DEFAULT_HOME_SIZE);
 	assert_int_equal(u.n_checkpoints, 0);
 
@@ -882,9 +1009,7 @@ static void test_reset_prepare(void **state)
 {
 	struct ctx *c = *state;
 	struct workspace *w = NULL;
-	_cleanup_free_ char *disk = NULL;
 	uint8_t got[4096], want[4096];
-	_cleanup_close_ int fd = -1;
 
 	create_ws(c, "rp", SMALL_HOME);
 	wwrite(c, "rp", "disk.img", 0, "guest changed the disk");
@@ -906,10 +1031,7 @@ static void test_reset_prepare(void **state)
 	assert_true(w->disk_present);
 	assert_int_equal(w->base_version, c->base_version);
 	workspace_free(w);
-	disk = wpath(c, "rp", "disk.img");
-	fd = open(disk, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, got, sizeof(got), 0), (ssize_t)sizeof(got));
+	assert_true(wread(c, "rp", "disk.img", 0, got, sizeof(got)));
 	base_fill(want, sizeof(want), 0);
 	assert_memory_equal(got, want, sizeof(got));
 	assert_true(wholds(c, "rp", "home.img", 100 * MIB, "my homework"));
@@ -1354,12 +1476,19 @@ static void test_crash_point_disarmed(void **state)
 
 /* ---- residue ---- */
 
-static void fill_with_marker(const char *path, uint64_t off, uint64_t len)
+/* Fills len bytes at off with the marker; through the format for a qcow2 image. */
+static void fill_with_marker(const char *path, uint64_t off, uint64_t len, bool qcow2)
 {
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = -1;
 	size_t ml = strlen(MARKER), chunk = MIB;
-	uint8_t *buf = malloc(chunk);
+	uint8_t *buf;
 
+	if (qcow2) {
+		qcow2_write(path, off, len, MARKER, ml);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	buf = malloc(chunk);
 	assert_true(fd >= 0);
 	assert_non_null(buf);
 	for (size_t i = 0; i < chunk; i++)
@@ -1429,6 +1558,82 @@ static void probe(const char *path, int base_fd, unsigned stride)
 	free(basebuf);
 }
 
+/*
+ * The partial-write probe through qcow2: each 4 KiB write into a fresh 64 KiB region makes
+ * qcow2 allocate a 64 KiB cluster from the host filesystem and fill the rest from the backing
+ * file. Every guest-visible byte never written must still be the base's, never what the host's
+ * blocks held before.
+ */
+static void probe_qcow2(const char *path, int base_fd)
+{
+	struct stat st;
+	uint64_t n_regions;
+	uint8_t *got = malloc(REGION), *want = malloc(REGION), pattern[PROBE];
+	const char **argv;
+	char **cmds;
+	size_t k = 0;
+	int raw;
+
+	assert_non_null(got);
+	assert_non_null(want);
+	assert_int_equal(fstat(base_fd, &st), 0);
+	n_regions = (uint64_t)st.st_size / REGION;
+	memset(pattern, 0xa5, sizeof(pattern));
+
+	/* Before: exactly the base. */
+	raw = qcow2_raw(path);
+	for (uint64_t r = 0; r < n_regions; r++) {
+		assert_int_equal(pread(raw, got, REGION, (off_t)(r * REGION)), REGION);
+		assert_int_equal(pread(base_fd, want, REGION, (off_t)(r * REGION)), REGION);
+		if (memcmp(got, want, REGION) != 0)
+			fail_msg("%s: region %" PRIu64 " differs from the base", path, r);
+	}
+	close(raw);
+
+	/* One qemu-io run writes 4 KiB at the start of every region. */
+	argv = calloc(2 * n_regions + 5, sizeof(*argv));
+	cmds = calloc(n_regions, sizeof(*cmds));
+	assert_non_null(argv);
+	assert_non_null(cmds);
+	argv[k++] = "qemu-io";
+	argv[k++] = "-f";
+	argv[k++] = "qcow2";
+	for (uint64_t r = 0; r < n_regions; r++) {
+		assert_true(asprintf(&cmds[r], "write -q -P 0xa5 %" PRIu64 " %d", r * REGION,
+		                     PROBE) > 0);
+		argv[k++] = "-c";
+		argv[k++] = cmds[r];
+	}
+	argv[k++] = path;
+	argv[k] = NULL;
+	if (!run_argv(argv))
+		fail_msg("qemu-io probe writes into %s failed", path);
+	{
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	}
+
+	raw = qcow2_raw(path);
+	for (uint64_t r = 0; r < n_regions; r++) {
+		assert_int_equal(pread(raw, got, REGION, (off_t)(r * REGION)), REGION);
+		assert_int_equal(pread(base_fd, want, REGION, (off_t)(r * REGION)), REGION);
+		assert_memory_equal(got, pattern, PROBE);
+		if (memcmp(got + PROBE, want + PROBE, REGION - PROBE) != 0)
+			fail_msg("%s: region at %" PRIu64 " shows bytes never written there", path,
+			         r * REGION);
+	}
+	close(raw);
+	print_message("probe %s (qcow2, through the format): %" PRIu64 " regions, all clean\n",
+	              strrchr(path, '/') + 1, n_regions);
+	for (uint64_t r = 0; r < n_regions; r++)
+		free(cmds[r]);
+	free(cmds);
+	free(argv);
+	free(got);
+	free(want);
+}
+
 static void test_residue(void **state)
 {
 	struct ctx *c = *state;
@@ -1440,11 +1645,11 @@ static void test_residue(void **state)
 	create_ws(c, "tenant-a", SMALL_HOME);
 	a_disk = wpath(c, "tenant-a", "disk.img");
 	a_home = wpath(c, "tenant-a", "home.img");
-	fill_with_marker(a_disk, 0, BASE_SIZE);
-	fill_with_marker(a_home, 0, 64 * MIB);
-	fill_with_marker(a_home, 128 * MIB, 32 * MIB);
+	fill_with_marker(a_disk, 0, BASE_SIZE, through_format(c, "disk.img"));
+	fill_with_marker(a_home, 0, 64 * MIB, false);
+	fill_with_marker(a_home, 128 * MIB, 32 * MIB, false);
 	assert_int_equal(workspace_checkpoint_create(c->st, "tenant-a", NULL, NULL), 0);
-	fill_with_marker(a_home, 200 * MIB, 32 * MIB);
+	fill_with_marker(a_home, 200 * MIB, 32 * MIB, false);
 	assert_true(scan_file(a_disk, "SLATE-RESIDUE-MARKER") > 0);
 	assert_int_equal(workspace_delete(c->st, "tenant-a"), 0);
 	assert_int_equal(syncfs(c->state_fd), 0);
@@ -1458,7 +1663,17 @@ static void test_residue(void **state)
 
 	base_fd = open(basep, O_RDONLY | O_CLOEXEC);
 	assert_true(base_fd >= 0);
-	probe(b_disk, base_fd, 1);
+	if (through_format(c, "disk.img")) {
+		_cleanup_close_ int raw = qcow2_raw(b_disk);
+		char p[64];
+
+		/* The raw overlay (scanned above) and what the guest sees of it. */
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", raw);
+		assert_int_equal(scan_file(p, "SLATE-RESIDUE-MARKER"), 0);
+		probe_qcow2(b_disk, base_fd);
+	} else {
+		probe(b_disk, base_fd, 1);
+	}
 	probe(b_home, -1, 8);
 	assert_int_equal(scan_file(b_disk, "SLATE-RESIDUE-MARKER"), 0);
 	assert_int_equal(scan_file(b_home, "SLATE-RESIDUE-MARKER"), 0);
@@ -1486,20 +1701,29 @@ static void fill_fs(int dirfd)
 	(void)fsync(fd);
 }
 
-static void enospc_on(const char *type)
+/*
+ * A small filesystem that fills up: create fails with ENOSPC and leaves nothing. For the pool,
+ * the pool itself (320 MiB) is what fills up, not the ext4 under it.
+ */
+static void enospc_on(const char *type, enum storage_mode mode, enum storage_kind kind)
 {
-	struct fsys *f = fs_make(type, 320 * MIB);
+	struct fsys *f = fs_make(type, (kind == STORAGE_POOL ? 1024 : 320) * MIB);
 	struct ctx *c = NULL;
 	struct workspace_create_args a = {.name = "full", .owner = 1000, .image_id = "base"};
 	struct workspace *w = NULL;
+	_cleanup_close_ int fill_fd = -1;
 	int r;
 
 	assert_non_null(f);
-	assert_int_equal(ctx_open(f, &c), 0);
-	fill_fs(c->state_fd);
+	assert_int_equal(ctx_open(f, mode, kind, 320 * MIB, &c), 0);
+	/* The directory holding images/ and workspaces/: the state directory, or the pool. */
+	fill_fd = openat(storage_workspaces_fd(c->s), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fill_fd >= 0);
+	fill_fs(fill_fd);
 
 	r = workspace_create(c->st, &a, &w);
-	print_message("create on a full %s: %s\n", type, slate_strerror(r));
+	print_message("create on a full %s (%s): %s\n", type, storage_kind_name(kind),
+	              slate_strerror(r));
 	assert_int_equal(r, -ENOSPC);
 	assert_null(w);
 	assert_int_equal(n_workspaces(c), 0);
@@ -1507,11 +1731,12 @@ static void enospc_on(const char *type)
 	assert_consistent(c);
 
 	/* With room again, it works. */
-	assert_int_equal(unlinkat(c->state_fd, "filler", 0), 0);
-	assert_int_equal(syncfs(c->state_fd), 0);
+	assert_int_equal(unlinkat(fill_fd, "filler", 0), 0);
+	assert_int_equal(syncfs(fill_fd), 0);
 	assert_int_equal(workspace_create(c->st, &a, &w), 0);
 	workspace_free(w);
 	assert_consistent(c);
+	fill_fd = safe_close(fill_fd); /* it keeps the pool busy */
 	ctx_close(c);
 	fs_release(f);
 }
@@ -1519,33 +1744,61 @@ static void enospc_on(const char *type)
 static void test_enospc_btrfs(void **state)
 {
 	(void)state;
-	enospc_on("btrfs");
+	enospc_on("btrfs", STORAGE_MODE_AUTO, STORAGE_BTRFS);
 }
 
 static void test_enospc_xfs(void **state)
 {
 	(void)state;
-	enospc_on("xfs");
+	enospc_on("xfs", STORAGE_MODE_AUTO, STORAGE_REFLINK);
+}
+
+static void test_enospc_pool(void **state)
+{
+	(void)state;
+	enospc_on("ext4", STORAGE_MODE_AUTO, STORAGE_POOL);
+}
+
+static void test_enospc_qcow2(void **state)
+{
+	(void)state;
+	enospc_on("ext4", STORAGE_MODE_QCOW2, STORAGE_QCOW2);
 }
 
 /* ---- groups ---- */
 
-static int group_setup(const char *type)
+static int group_setup(const char *type, uint64_t size, enum storage_mode mode,
+                       enum storage_kind kind)
 {
-	cur_fs = fs_make(type, 1024 * MIB);
+	cur_mode = mode;
+	cur_kind = kind;
+	cur_fs = fs_make(type, size);
 	return cur_fs ? 0 : -1;
 }
 
 static int setup_btrfs(void **state)
 {
 	(void)state;
-	return group_setup("btrfs");
+	return group_setup("btrfs", 1024 * MIB, STORAGE_MODE_AUTO, STORAGE_BTRFS);
 }
 
 static int setup_xfs(void **state)
 {
 	(void)state;
-	return group_setup("xfs");
+	return group_setup("xfs", 1024 * MIB, STORAGE_MODE_AUTO, STORAGE_REFLINK);
+}
+
+/* ext4 has no reflinks: auto mode must settle on the loop-backed pool (one per test). */
+static int setup_pool(void **state)
+{
+	(void)state;
+	return group_setup("ext4", 4096 * MIB, STORAGE_MODE_AUTO, STORAGE_POOL);
+}
+
+static int setup_qcow2(void **state)
+{
+	(void)state;
+	return group_setup("ext4", 2048 * MIB, STORAGE_MODE_QCOW2, STORAGE_QCOW2);
 }
 
 static int group_teardown(void **state)
@@ -1576,6 +1829,21 @@ static int group_teardown(void **state)
 	                                        teardown_ctx),                                     \
 	        cmocka_unit_test_setup_teardown(test_residue, setup_ctx, teardown_ctx)
 
+/* SLATE_TEST_GROUPS="pool qcow2" runs only those groups (all when unset). */
+static bool group_wanted(const char *name)
+{
+	const char *want = getenv("SLATE_TEST_GROUPS");
+	size_t n = strlen(name);
+
+	if (!want || !*want)
+		return true;
+	for (const char *p = want; (p = strstr(p, name)); p += n)
+		if ((p == want || p[-1] == ' ' || p[-1] == ',') &&
+		    (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
+			return true;
+	return false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest plain[] = {
@@ -1585,6 +1853,8 @@ int main(void)
 	const struct CMUnitTest enospc[] = {
 	        cmocka_unit_test(test_enospc_btrfs),
 	        cmocka_unit_test(test_enospc_xfs),
+	        cmocka_unit_test(test_enospc_pool),
+	        cmocka_unit_test(test_enospc_qcow2),
 	};
 	struct fsys *probe_fs;
 	int fails = 0;
@@ -1592,6 +1862,11 @@ int main(void)
 	fails += cmocka_run_group_tests_name("names", plain, NULL, NULL);
 	if (geteuid() != 0) {
 		printf("SKIP: the filesystem tests need root (loop mounts)\n");
+		return fails ? 1 : 77;
+	}
+	/* Whatever stays mounted after a crash (pools included) goes with the namespace. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		printf("SKIP: no private mount namespace: %s\n", strerror(errno));
 		return fails ? 1 : 77;
 	}
 	atexit(cleanup_all);
@@ -1610,9 +1885,18 @@ int main(void)
 	}
 	fs_release(probe_fs);
 
-	fails += cmocka_run_group_tests_name("btrfs", fs_tests, setup_btrfs, group_teardown);
-	fails += cmocka_run_group_tests_name("xfs", fs_tests, setup_xfs, group_teardown);
-	fails += cmocka_run_group_tests_name("enospc", enospc, NULL, NULL);
+	if (group_wanted("btrfs"))
+		fails +=
+		        cmocka_run_group_tests_name("btrfs", fs_tests, setup_btrfs, group_teardown);
+	if (group_wanted("xfs"))
+		fails += cmocka_run_group_tests_name("xfs", fs_tests, setup_xfs, group_teardown);
+	if (group_wanted("pool"))
+		fails += cmocka_run_group_tests_name("pool", fs_tests, setup_pool, group_teardown);
+	if (group_wanted("qcow2"))
+		fails +=
+		        cmocka_run_group_tests_name("qcow2", fs_tests, setup_qcow2, group_teardown);
+	if (group_wanted("enospc"))
+		fails += cmocka_run_group_tests_name("enospc", enospc, NULL, NULL);
 	cleanup_all();
 	return fails ? 1 : 0;
 }

@@ -130,6 +130,11 @@ static int system_check(struct api_stream *s, void *arg)
 	(void)check_emit(s, checks, "kvm", r == 0 ? "ok" : "warn", "%s",
 	                 r == 0 ? "/dev/kvm is present (whether it runs guests is probed at start)"
 	                        : "no /dev/kvm: guests run under TCG emulation, much slower");
+	{
+		char dd[1024];
+		int dr = vm_check_domains((struct daemon_ctx *)d, dd, sizeof(dd));
+		(void)check_emit(s, checks, "domains", dr == 0 ? "ok" : "warn", "%s", dd);
+	}
 	r = access("/dev/vhost-vsock", R_OK | W_OK);
 	(void)check_emit(s, checks, "vsock", r == 0 ? "ok" : "warn", "%s",
 	                 r == 0 ? "/dev/vhost-vsock is present"
@@ -156,10 +161,17 @@ static const struct api_route routes[] = {
         {"POST", "/workspaces/:name/reset", handle_workspace_reset},
         {"POST", "/workspaces/:name/wipe-home", handle_workspace_wipe_home},
         {"POST", "/workspaces/:name/wipe", handle_workspace_wipe},
+        {"POST", "/workspaces/:name/start", handle_workspace_start},
+        {"POST", "/workspaces/:name/stop", handle_workspace_stop},
+        {"POST", "/workspaces/:name/console", handle_workspace_console},
         {"GET", "/workspaces/:name/checkpoints", handle_checkpoint_list},
         {"POST", "/workspaces/:name/checkpoints/:id/revert", handle_checkpoint_revert},
         {"GET", "/images", handle_image_list},
         {"POST", "/images", handle_image_import},
+        {"POST", "/images/verify", handle_image_verify},
+        {"POST", "/images/:id/pull", handle_image_pull},
+        {"GET", "/catalog", handle_catalog_get},
+        {"POST", "/catalog/update", handle_catalog_update},
 };
 
 const struct api_route *routes_table(size_t *ret_n)

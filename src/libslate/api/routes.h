@@ -10,6 +10,7 @@
 
 struct storage;
 struct workspace_store;
+struct vm_events;
 
 struct daemon_ctx {
 	const char *state_dir;
@@ -21,6 +22,10 @@ struct daemon_ctx {
 	struct storage *storage;
 	struct workspace_store *workspaces;
 	const char *storage_error;
+	struct vm_events *vm_events; /* domain events (api/vm.c) */
+	const char *trusted_keys;    /* catalog keys (dir); NULL: SLATE_SYSCONF_DIR/trusted-keys */
+	const char *channel;         /* the catalog channel followed; NULL: "stable" */
+	const char *catalog_url;     /* the default catalog source, may be NULL */
 };
 
 /* Returns the route table (static) and its length in *ret_n. */
@@ -38,3 +43,20 @@ int handle_checkpoint_list(struct api_request *req, struct api_reply *reply);
 int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply);
 int handle_image_list(struct api_request *req, struct api_reply *reply);
 int handle_image_import(struct api_request *req, struct api_reply *reply);
+/* Handlers in api/catalog.c. */
+int handle_catalog_get(struct api_request *req, struct api_reply *reply);
+int handle_catalog_update(struct api_request *req, struct api_reply *reply);
+int handle_image_pull(struct api_request *req, struct api_reply *reply);
+int handle_image_verify(struct api_request *req, struct api_reply *reply);
+/* In api/vm.c: start/stop streams, the console upgrade, and the daemon's side of the VMs. */
+int handle_workspace_start(struct api_request *req, struct api_reply *reply);
+int handle_workspace_stop(struct api_request *req, struct api_reply *reply);
+int handle_workspace_console(struct api_request *req, struct api_reply *reply);
+/* Starts domain events, probes KVM, picks up running domains and logs orphans. Returns 0. */
+int vm_daemon_start(struct daemon_ctx *d);
+void vm_daemon_stop(struct daemon_ctx *d);
+/* Fills detail for the doctor; returns the number of orphaned slate-* domains, or < 0. */
+int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len);
+/* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
+ * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
+int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);

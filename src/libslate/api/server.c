@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -96,6 +97,123 @@ int api_reply_stream(struct api_reply *r, api_stream_fn fn, void *arg, void (*ar
 	r->stream_arg = arg;
 	r->stream_arg_free = arg_free;
 	return 0;
+}
+
+int api_reply_upgrade(struct api_reply *r, const char *protocol, api_upgrade_fn fn, void *arg,
+                      void (*arg_free)(void *))
+{
+	r->upgrade = fn;
+	r->upgrade_protocol = protocol;
+	r->stream_arg = arg;
+	r->stream_arg_free = arg_free;
+	return 0;
+}
+
+struct upgrade_job {
+	api_upgrade_fn fn;
+	void *arg;
+	void (*arg_free)(void *);
+	int fd;
+	char *extra;
+	size_t extra_len;
+	struct MHD_UpgradeResponseHandle *urh;
+};
+
+static void upgrade_job_free(struct upgrade_job *j)
+{
+	if (j->arg_free)
+		j->arg_free(j->arg);
+	free(j->extra);
+	free(j);
+}
+
+static void *upgrade_worker(void *p)
+{
+	struct upgrade_job *j = p;
+	int fl = fcntl(j->fd, F_GETFL);
+
+	/* MHD hands over a non-blocking socket; the handler gets a plain blocking one. */
+	if (fl >= 0)
+		(void)fcntl(j->fd, F_SETFL, fl & ~O_NONBLOCK);
+	j->fn(j->fd, j->extra ? j->extra : "", j->extra_len, j->arg);
+	(void)MHD_upgrade_action(j->urh, MHD_UPGRADE_ACTION_CLOSE);
+	upgrade_job_free(j);
+	return NULL;
+}
+
+static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra_in,
+                        size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh)
+{
+	struct upgrade_job *j = cls;
+	pthread_attr_t attr;
+	pthread_t tid;
+
+	j->fd = sock;
+	j->urh = urh;
+	if (extra_in_size > 0) {
+		j->extra = malloc(extra_in_size);
+		if (j->extra) {
+			memcpy(j->extra, extra_in, extra_in_size);
+			j->extra_len = extra_in_size;
+		}
+	}
+	(void)pthread_attr_init(&attr);
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&tid, &attr, upgrade_worker, j) != 0) {
+		(void)MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		upgrade_job_free(j);
+	}
+	(void)pthread_attr_destroy(&attr);
+}
+
+static void upgrade_reply_free(struct api_reply *reply)
+{
+	if (reply->stream_arg_free)
+		reply->stream_arg_free(reply->stream_arg);
+	reply->stream_arg = NULL;
+}
+
+static enum MHD_Result queue_json(struct MHD_Connection *conn, unsigned status,
+                                  struct json_object *obj);
+
+static enum MHD_Result queue_upgrade(struct MHD_Connection *conn, struct api_reply *reply)
+{
+	const char *up =
+	        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_UPGRADE);
+	struct MHD_Response *resp;
+	struct upgrade_job *j;
+	enum MHD_Result ret;
+
+	if (!up || strcasecmp(up, reply->upgrade_protocol) != 0) {
+		char msg[256];
+		(void)snprintf(msg, sizeof(msg),
+		               "this path needs \"Connection: Upgrade\" and \"Upgrade: %s\"",
+		               reply->upgrade_protocol);
+		upgrade_reply_free(reply);
+		return queue_json(conn, MHD_HTTP_BAD_REQUEST,
+		                  api_error_new(API_ERR_BAD_REQUEST, msg));
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		upgrade_reply_free(reply);
+		return MHD_NO;
+	}
+	*j = (struct upgrade_job){.fn = reply->upgrade,
+	                          .arg = reply->stream_arg,
+	                          .arg_free = reply->stream_arg_free,
+	                          .fd = -1};
+	reply->stream_arg = NULL;
+	resp = MHD_create_response_for_upgrade(on_upgraded, j);
+	if (!resp) {
+		upgrade_job_free(j);
+		return MHD_NO;
+	}
+	(void)MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, reply->upgrade_protocol);
+	(void)MHD_add_response_header(resp, API_VERSION_HEADER, STRINGIFY(SLATE_API_VERSION));
+	ret = MHD_queue_response(conn, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+	MHD_destroy_response(resp);
+	return ret;
 }
 
 const char *api_request_arg(const struct api_request *req, const char *key)
@@ -392,7 +510,7 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 		req.userdata = server->userdata;
 		req.connection_ = conn;
 		r = rt->handler(&req, &reply);
-		if (r < 0 && !reply.json && !reply.stream) {
+		if (r < 0 && !reply.json && !reply.stream && !reply.upgrade) {
 			log_debug_errno(r, "%s %s failed", method, url);
 			return queue_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, API_ERR_INTERNAL,
 			                   slate_strerror(r));
@@ -400,6 +518,10 @@ static enum MHD_Result dispatch(struct api_server *server, struct MHD_Connection
 		if (reply.stream) {
 			json_object_put(reply.json);
 			return queue_stream(server, conn, &ctx->caller, &reply);
+		}
+		if (reply.upgrade) {
+			json_object_put(reply.json);
+			return queue_upgrade(conn, &reply);
 		}
 		ret = queue_json(conn, reply.status ? reply.status : MHD_HTTP_OK, reply.json);
 		return ret;
@@ -536,7 +658,7 @@ int api_server_start(const struct api_server_config *cfg, struct api_server **re
 
 	s->mhd = MHD_start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-	                MHD_USE_ERROR_LOG | MHD_USE_ITC,
+	                MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_UPGRADE,
 	        0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
 	        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
 	        cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS,

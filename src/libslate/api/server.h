@@ -40,12 +40,20 @@ const char *api_request_arg(const struct api_request *req, const char *key);
 
 /* A handler's answer: either a JSON document with an HTTP status, or a stream. */
 typedef int (*api_stream_fn)(struct api_stream *s, void *arg);
+/*
+ * An upgraded connection (101 Switching Protocols): runs on a thread of its own with the raw,
+ * blocking socket fd and the bytes the client sent after its request (extra, may be empty). It
+ * must not close fd; the server closes it when the function returns.
+ */
+typedef void (*api_upgrade_fn)(int fd, const char *extra, size_t extra_len, void *arg);
 struct api_reply {
 	unsigned status;
 	struct json_object *json; /* owned by the reply */
 	api_stream_fn stream;     /* when set, json is ignored and stream runs on a worker */
 	void *stream_arg;
 	void (*stream_arg_free)(void *arg);
+	api_upgrade_fn upgrade; /* when set, the connection is upgraded to upgrade_protocol */
+	const char *upgrade_protocol;
 };
 
 typedef int (*api_handler_fn)(struct api_request *req, struct api_reply *reply);
@@ -79,6 +87,10 @@ int api_reply_json(struct api_reply *r, unsigned status, struct json_object *obj
 int api_reply_error(struct api_reply *r, unsigned status, const char *code, const char *fmt, ...)
         _printf_(4, 5);
 int api_reply_stream(struct api_reply *r, api_stream_fn fn, void *arg, void (*arg_free)(void *));
+/* Upgrades the connection to protocol (the request must have asked for it with "Connection:
+ * Upgrade" and "Upgrade: <protocol>"; 400 otherwise). fn then owns arg (frees it with arg_free). */
+int api_reply_upgrade(struct api_reply *r, const char *protocol, api_upgrade_fn fn, void *arg,
+                      void (*arg_free)(void *));
 
 /*
  * Inside a stream function: send one event. Takes over data (may be NULL). Returns 0, or -EPIPE

@@ -143,6 +143,7 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 	    json_add_bool(o, "home_present", w->home_present) < 0 ||
 	    json_add_bool(o, "compromised", w->compromised) < 0)
 		return json_object_put(shares), NULL;
+	(void)vm_workspace_json(d, w->name, active, o); /* suspended/paused, accelerator */
 	if (w->compromised) {
 		(void)json_add_int64(o, "compromised_at", w->compromised_at);
 		(void)json_add_string(o, "compromised_host",
@@ -449,7 +450,8 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 	r = vm_domain_is_active(d->libvirt_uri, name);
 	if (r > 0)
 		return api_reply_error(reply, 409, API_ERR_BUSY,
-		                       "%s: workspace '%s' is running: stop it first", what, name);
+		                       "%s: workspace '%s' is running: stop it first (slate stop)",
+		                       what, name);
 	if (r < 0)
 		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
 		                       "%s: cannot ask libvirt (%s) whether '%s' runs: %s", what,

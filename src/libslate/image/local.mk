@@ -40,3 +40,49 @@ EXTRA_DIST += tests/integration/slate-catalog.sh
 dist_man_MANS += doc/slate-catalog.1 doc/slate-catalog.5
 EXTRA_DIST += doc/catalog.md
 src_libslate_libslate_la_SOURCES += src/libslate/image/store.c
+
+# Downloads (libcurl), streaming expansion into sparse raw files (zlib, libzstd, liblzma),
+# re-hashing with liburing, and the catalog update / pull / verify that slated runs.
+src_libslate_libslate_la_SOURCES += \
+	src/libslate/image/fetch.c src/libslate/image/fetch.h \
+	src/libslate/image/expand.c src/libslate/image/expand.h \
+	src/libslate/image/verify.c src/libslate/image/verify.h \
+	src/libslate/image/pull.c src/libslate/image/pull.h \
+	src/libslate/api/catalog.c
+src_libslate_libslate_la_CFLAGS += $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(LZMA_CFLAGS)
+src_libslate_libslate_la_LIBADD += $(ZLIB_LIBS) $(ZSTD_LIBS) $(LZMA_LIBS)
+
+# Expansion round trips (none/gzip/zstd/xz, holes kept, SHA-256 of the output) and refusals
+# (truncated, corrupt, too large); downloads against a local HTTP server (python3 on 127.0.0.1):
+# Range resume, the size cap, 404, redirects to file:// refused.
+unit_tests += tests/unit/test-expand tests/unit/test-fetch
+check_PROGRAMS += tests/unit/test-expand tests/unit/test-fetch
+tests_unit_test_expand_SOURCES = tests/unit/test-expand.c
+tests_unit_test_expand_CFLAGS = $(UNIT_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(LZMA_CFLAGS)
+tests_unit_test_expand_LDADD = $(UNIT_LDADD) $(ZLIB_LIBS) $(ZSTD_LIBS) $(LZMA_LIBS)
+tests_unit_test_fetch_SOURCES = tests/unit/test-fetch.c
+tests_unit_test_fetch_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_fetch_LDADD = $(UNIT_LDADD)
+EXTRA_DIST += tests/unit/fetch-server.py
+
+# catalog update, image pull, image ls, create, image verify and every refusal, end to end
+# against a local HTTP server on 127.0.0.1.
+integration_tests += tests/integration/image-pull.sh
+EXTRA_DIST += tests/integration/image-pull.sh
+
+# The expansion's libFuzzer target (compressed streams come from the network) and its corpus
+# replayed as a unit test.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-expand
+tests_fuzz_fuzz_expand_SOURCES = tests/fuzz/fuzz-expand.c
+tests_fuzz_fuzz_expand_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_expand_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_expand_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-expand
+check_PROGRAMS += tests/unit/test-fuzz-corpus-expand
+tests_unit_test_fuzz_corpus_expand_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-expand.c
+tests_unit_test_fuzz_corpus_expand_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-expand\"
+tests_unit_test_fuzz_corpus_expand_LDADD = $(LIBSLATE_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz-expand

@@ -183,19 +183,16 @@ static int get_bool_default(struct json_object *o, const char *key, bool *ret)
 	return r;
 }
 
-static int load_info(int dir_fd, const char *id, struct image_info **ret)
+/* Parses image.json's text; id, when non-NULL, is the id it must carry (its directory's). */
+static int info_parse(const char *data, size_t len, const char *id, struct image_info **ret)
 {
 	_cleanup_(image_info_freep) struct image_info *i = NULL;
-	_cleanup_buf_ struct buf *b = NULL;
 	_cleanup_json_ struct json_object *o = NULL;
 	const char *v;
 	int64_t n;
 	int r;
 
-	r = fs_read_file_at(dir_fd, IMAGE_JSON, IMAGE_JSON_MAX, &b);
-	if (r < 0)
-		return r;
-	r = json_parse_object((const char *)buf_ptr(b), buf_len(b), IMAGE_JSON_MAX, &o);
+	r = json_parse_object(data, len, IMAGE_JSON_MAX, &o);
 	if (r < 0)
 		return r;
 	i = calloc(1, sizeof(*i));
@@ -235,6 +232,17 @@ static int load_info(int dir_fd, const char *id, struct image_info **ret)
 		return r;
 	*ret = TAKE_PTR(i);
 	return 0;
+}
+
+static int load_info(int dir_fd, const char *id, struct image_info **ret)
+{
+	_cleanup_buf_ struct buf *b = NULL;
+	int r;
+
+	r = fs_read_file_at(dir_fd, IMAGE_JSON, IMAGE_JSON_MAX, &b);
+	if (r < 0)
+		return r;
+	return info_parse((const char *)buf_ptr(b), buf_len(b), id, ret);
 }
 
 static int info_to_json(const struct image_info *i, char **ret)

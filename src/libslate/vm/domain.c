@@ -2,10 +2,28 @@
 #include <errno.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "util/log.h"
 #include "vm/domain.h"
+#include "vm/xml.h"
+
+const char *vm_state_name(enum vm_state s)
+{
+	switch (s) {
+	case VM_STATE_RUNNING:
+		return "running";
+	case VM_STATE_PAUSED:
+		return "paused";
+	case VM_STATE_SUSPENDED:
+		return "suspended";
+	default:
+		return "stopped";
+	}
+}
 
 int vm_domain_name(const char *workspace, char *buf, size_t len)
 {
@@ -16,32 +34,175 @@ int vm_domain_name(const char *workspace, char *buf, size_t len)
 	return 0;
 }
 
-int vm_domain_is_active(const char *uri, const char *workspace)
+const char *vm_domain_workspace(const char *domain_name)
+{
+	size_t n = strlen(VM_DOMAIN_PREFIX);
+
+	if (!domain_name || strncmp(domain_name, VM_DOMAIN_PREFIX, n) != 0 || !domain_name[n])
+		return NULL;
+	return domain_name + n;
+}
+
+const char *vm_last_error(void)
+{
+	virErrorPtr e = virGetLastError();
+
+	return e && e->message ? e->message : "unknown libvirt error";
+}
+
+/* libvirt prints every error to stderr unless told otherwise; slate reports them itself. */
+static void quiet_errors(void *userdata, virErrorPtr e) {}
+
+static void quiet_once(void)
+{
+	virSetErrorFunc(NULL, quiet_errors);
+}
+
+int vm_connect(const char *uri, virConnectPtr *ret)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	virConnectPtr conn;
+
+	(void)pthread_once(&once, quiet_once);
+	conn = virConnectOpen(uri);
+
+	if (!conn) {
+		log_debug("cannot connect to %s: %s", uri, vm_last_error());
+		return -ECONNREFUSED;
+	}
+	*ret = conn;
+	return 0;
+}
+
+int vm_domain_lookup(virConnectPtr conn, const char *workspace, virDomainPtr *ret)
 {
 	char name[128];
-	virConnectPtr conn;
 	virDomainPtr dom;
 	int r;
 
 	r = vm_domain_name(workspace, name, sizeof(name));
 	if (r < 0)
 		return r;
-	conn = virConnectOpen(uri);
-	if (!conn) {
-		virErrorPtr e = virGetLastError();
-		log_debug("cannot connect to %s: %s", uri, e && e->message ? e->message : "?");
-		return -ECONNREFUSED;
-	}
 	dom = virDomainLookupByName(conn, name);
 	if (!dom) {
 		virErrorPtr e = virGetLastError();
-		r = e && e->code == VIR_ERR_NO_DOMAIN ? 0 : -EIO;
-	} else {
-		r = virDomainIsActive(dom);
-		if (r < 0)
-			r = -EIO;
-		virDomainFree(dom);
+		return e && e->code == VIR_ERR_NO_DOMAIN ? -ENOENT : -EIO;
 	}
-	(void)virConnectClose(conn);
-	return r;
+	*ret = dom;
+	return 0;
+}
+
+int vm_domain_get_state(virDomainPtr dom, enum vm_state *ret)
+{
+	int state = 0, reason = 0, saved;
+
+	if (virDomainGetState(dom, &state, &reason, 0) < 0)
+		return -EIO;
+	switch (state) {
+	case VIR_DOMAIN_RUNNING:
+	case VIR_DOMAIN_BLOCKED:
+	case VIR_DOMAIN_SHUTDOWN: /* still running, shutting down */
+		*ret = VM_STATE_RUNNING;
+		return 0;
+	case VIR_DOMAIN_PAUSED:
+	case VIR_DOMAIN_PMSUSPENDED:
+		*ret = VM_STATE_PAUSED;
+		return 0;
+	default:
+		saved = virDomainHasManagedSaveImage(dom, 0);
+		if (saved < 0)
+			return -EIO;
+		*ret = saved ? VM_STATE_SUSPENDED : VM_STATE_STOPPED;
+		return 0;
+	}
+}
+
+int vm_workspace_state(virConnectPtr conn, const char *workspace, enum vm_state *ret)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	int r;
+
+	r = vm_domain_lookup(conn, workspace, &dom);
+	if (r == -ENOENT) {
+		*ret = VM_STATE_UNDEFINED;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	return vm_domain_get_state(dom, ret);
+}
+
+int vm_workspace_state_uri(const char *uri, const char *workspace, enum vm_state *ret)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	int r;
+
+	r = vm_connect(uri, &conn);
+	if (r < 0)
+		return r;
+	return vm_workspace_state(conn, workspace, ret);
+}
+
+int vm_domain_is_active(const char *uri, const char *workspace)
+{
+	enum vm_state s;
+	int r;
+
+	r = vm_workspace_state_uri(uri, workspace, &s);
+	if (r < 0)
+		return r;
+	return s == VM_STATE_RUNNING || s == VM_STATE_PAUSED || s == VM_STATE_SUSPENDED;
+}
+
+int vm_workspace_accel(const char *uri, const char *workspace, const char **ret)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	_cleanup_free_ char *xml = NULL;
+	struct vm_metadata md;
+	int r;
+
+	r = vm_connect(uri, &conn);
+	if (r < 0)
+		return r;
+	r = vm_domain_lookup(conn, workspace, &dom);
+	if (r < 0)
+		return r;
+	if (virDomainIsActive(dom) != 1)
+		return -ENOENT;
+	xml = virDomainGetXMLDesc(dom, 0);
+	if (!xml)
+		return -EIO;
+	r = vm_xml_metadata(xml, &md);
+	if (r < 0)
+		return r;
+	*ret = md.kvm ? "kvm" : "tcg";
+	return 0;
+}
+
+int vm_domain_forget(const char *uri, const char *workspace, bool even_suspended)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	int r;
+
+	r = vm_connect(uri, &conn);
+	if (r < 0)
+		return r;
+	r = vm_domain_lookup(conn, workspace, &dom);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (virDomainIsActive(dom) == 1)
+		return -EBUSY;
+	if (virDomainIsPersistent(dom) != 1)
+		return 0;
+	if (!even_suspended && virDomainHasManagedSaveImage(dom, 0) != 0)
+		return 0;
+	if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+	                                        VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+	                                        VIR_DOMAIN_UNDEFINE_NVRAM) < 0)
+		return -EIO;
+	return 1;
 }

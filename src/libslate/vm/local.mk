@@ -1,3 +1,38 @@
-# vm/: libvirt domains.
+# vm/: libvirt domains: the domain XML (libxml2 on libvirt-xml/domain.xml), the KVM probe,
+# lifecycle (boot, stop, suspend), domain events.
 src_libslate_libslate_la_SOURCES += \
-	src/libslate/vm/domain.c src/libslate/vm/domain.h
+	src/libslate/vm/domain.c src/libslate/vm/domain.h \
+	src/libslate/vm/xml.c src/libslate/vm/xml.h \
+	src/libslate/vm/kvm.c src/libslate/vm/kvm.h \
+	src/libslate/vm/lifecycle.c src/libslate/vm/lifecycle.h \
+	src/libslate/vm/events.c src/libslate/vm/events.h \
+	src/libslate/api/vm.c
+# The template is built into the programs as a C string (xml.c includes it), so an uninstalled
+# slated works; /etc/slate/libvirt-xml/domain.xml overrides it. Installed for administrators to
+# read and copy.
+src_libslate_libslate_la_CFLAGS += -I$(top_builddir)/src/libslate
+src/libslate/vm/domain-template.inc: $(top_srcdir)/libvirt-xml/domain.xml
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && { \
+	  echo '/* Generated from libvirt-xml/domain.xml by src/libslate/vm/local.mk. */'; \
+	  echo 'static const char vm_domain_template[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' \
+	    $(top_srcdir)/libvirt-xml/domain.xml; \
+	  echo ';'; } >$@.tmp && mv $@.tmp $@
+# (Through a variable: automake would take the object's own name as a rule to override.)
+vm_xml_object = src/libslate/vm/libslate_la-xml.lo
+$(vm_xml_object): src/libslate/vm/domain-template.inc
+CLEANFILES += src/libslate/vm/domain-template.inc
+libvirtxmldir = $(pkgdatadir)/libvirt-xml
+libvirtxml_DATA = libvirt-xml/domain.xml
+EXTRA_DIST += doc/vm.md
+
+# The domain XML: built from the template, parsed back, every value checked.
+unit_tests += tests/unit/test-vm-xml
+check_PROGRAMS += tests/unit/test-vm-xml
+tests_unit_test_vm_xml_SOURCES = tests/unit/test-vm-xml.c
+tests_unit_test_vm_xml_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_vm_xml_LDADD = $(UNIT_LDADD)
+
+# Start, stop, suspend/resume, console, events and daemon restarts on the test image (TCG).
+integration_tests += tests/integration/vm.sh
+EXTRA_DIST += tests/integration/vm.sh

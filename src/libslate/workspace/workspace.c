@@ -874,7 +874,29 @@ int workspace_delete(struct workspace_store *st, const char *name)
 
 /* ---- usage ---- */
 
-static int add_usage(int dirfd, const char *file, struct storage_usage *sum)
+/*
+ * The virtual size of the qcow2 image file in dirfd (header: magic "QFI\xfb", then the
+ * big-endian size at byte 24), so that ls/describe show what the guest sees, not the overlay's.
+ */
+static int qcow2_virtual_size(int dirfd, const char *file, uint64_t *ret)
+{
+	_cleanup_close_ int fd = -1;
+	uint8_t h[32];
+	uint64_t size = 0;
+
+	fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0)
+		return -EINVAL;
+	for (int i = 24; i < 32; i++)
+		size = size << 8 | h[i];
+	*ret = size;
+	return 0;
+}
+
+static int add_usage(struct workspace_store *st, int dirfd, const char *file,
+                     struct storage_usage *sum)
 {
 	struct storage_usage u;
 	int r;
@@ -884,6 +906,15 @@ static int add_usage(int dirfd, const char *file, struct storage_usage *sum)
 		return 0;
 	if (r < 0)
 		return r;
+	if (storage_get_kind(st->storage) == STORAGE_QCOW2 && streq(file, WS_DISK)) {
+		uint64_t v = 0;
+
+		/* A qcow2 disk: logical is the guest's size; what it does not hold is the base's. */
+		if (qcow2_virtual_size(dirfd, file, &v) >= 0) {
+			u.logical = v;
+			u.shared = 0;
+		}
+	}
 	sum->logical += u.logical;
 	sum->physical += u.physical;
 	sum->shared += u.shared;
@@ -901,7 +932,8 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 	r = ws_open_dir(st, name, &fd);
 	if (r < 0)
 		return r;
-	if ((r = add_usage(fd, WS_DISK, &u.disk)) < 0 || (r = add_usage(fd, WS_HOME, &u.home)) < 0)
+	if ((r = add_usage(st, fd, WS_DISK, &u.disk)) < 0 ||
+	    (r = add_usage(st, fd, WS_HOME, &u.home)) < 0)
 		return r;
 	r = ws_open_subdir(fd, WS_CHECKPOINTS, &cp);
 	if (r >= 0)
@@ -914,8 +946,8 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 		if (names[i][0] == '.' || ws_open_subdir(cp, names[i], &c) < 0)
 			continue;
 		u.n_checkpoints++;
-		if ((r = add_usage(c, WS_DISK, &u.checkpoints)) >= 0)
-			r = add_usage(c, WS_HOME, &u.checkpoints);
+		if ((r = add_usage(st, c, WS_DISK, &u.checkpoints)) >= 0)
+			r = add_usage(st, c, WS_HOME, &u.checkpoints);
 	}
 	names_free(names, n);
 	if (r < 0)

@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* /v1/catalog and the catalog side of /v1/images: update, show, pull, verify. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/protocol.h"
+#include "api/routes.h"
+#include "image/catalog.h"
+#include "image/pull.h"
+#include "image/store.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+
+static const char *const compression_names[] = {"none", "gzip", "zstd", "xz"};
+
+static void pull_config(const struct daemon_ctx *d, struct pull_config *ret)
+{
+	*ret = (struct pull_config){.storage = d->storage,
+	                            .state_dirfd = d->state_dirfd,
+	                            .trusted_keys = d->trusted_keys ? d->trusted_keys
+	                                                            : CATALOG_TRUSTED_KEYS_DIR,
+	                            .channel = d->channel ? d->channel : "stable",
+	                            .catalog_url = d->catalog_url};
+}
+
+/* The error code a script can test: the catalog's names for its refusals. */
+static const char *error_code(int r)
+{
+	if (r <= -SLATE_ERR_BASE && r > SLATE_ERR_LAST_)
+		return catalog_error_name(r);
+	if (r == -ENOENT)
+		return API_ERR_NOT_FOUND;
+	if (r == -EACCES || r == -EPERM)
+		return API_ERR_PERMISSION;
+	return API_ERR_FAILED;
+}
+
+static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
+{
+	if (d->storage)
+		return 0;
+	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE, "image storage unavailable: %s",
+	                      d->storage_error ? d->storage_error : "not opened");
+	return -ENODEV;
+}
+
+/* Progress events, at most five a second (and every phase change). */
+struct job {
+	struct daemon_ctx *d;
+	char *id;
+	char *from;
+	bool consent;
+	struct api_stream *stream;
+	struct timespec last;
+	const char *last_phase;
+	const char *last_artifact;
+};
+
+static void job_free(void *p)
+{
+	struct job *j = p;
+
+	if (!j)
+		return;
+	free(j->id);
+	free(j->from);
+	free(j);
+}
+
+static void on_progress(const struct pull_progress *p, void *ud)
+{
+	struct job *j = ud;
+	struct json_object *o;
+	struct timespec now;
+	bool changed = j->last_phase != p->phase || j->last_artifact != p->artifact;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!changed && p->done < p->total &&
+	    (now.tv_sec - j->last.tv_sec) * 1000000000L + (now.tv_nsec - j->last.tv_nsec) <
+	            200000000L)
+		return;
+	j->last = now;
+	j->last_phase = p->phase;
+	j->last_artifact = p->artifact;
+	o = json_object_new_object();
+	if (!o || json_add_string(o, "phase", p->phase) < 0 ||
+	    (p->artifact && json_add_string(o, "artifact", p->artifact) < 0) ||
+	    json_add_int64(o, "done", (int64_t)p->done) < 0 ||
+	    json_add_int64(o, "total", (int64_t)p->total) < 0 ||
+	    (p->attempt && json_add_int64(o, "attempt", p->attempt) < 0) ||
+	    (p->resumed && json_add_bool(o, "resumed", true) < 0)) {
+		json_object_put(o);
+		return;
+	}
+	(void)api_stream_progress(j->stream, o);
+}
+
+static struct json_object *artifact_json(const struct catalog_artifact *a)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (o && (json_add_string(o, "url", a->url) < 0 ||
+	          json_add_string(o, "sha256", a->sha256_hex) < 0 ||
+	          json_add_int64(o, "size", (int64_t)a->size) < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static struct json_object *catalog_json(const struct daemon_ctx *d, const struct catalog *c)
+{
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	_cleanup_free_ char *source = NULL;
+	struct json_object *images = json_object_new_array();
+	char signed_at[32] = "", expires[32] = "";
+
+	if (!o || !images || json_add(o, "images", images) < 0)
+		return NULL;
+	(void)catalog_time_format(c->signed_at, signed_at, sizeof(signed_at));
+	(void)catalog_time_format(c->expires, expires, sizeof(expires));
+	(void)catalog_source_get(d->state_dirfd, &source);
+	if (json_add_string(o, "channel", c->channel) < 0 ||
+	    json_add_int64(o, "version", c->version) < 0 ||
+	    json_add_string(o, "signedAt", signed_at) < 0 ||
+	    json_add_string(o, "expires", expires) < 0 ||
+	    json_add_bool(o, "expired", c->expires <= (int64_t)time(NULL)) < 0 ||
+	    json_add_string(o, "keyId", c->key_id) < 0 ||
+	    (source && json_add_string(o, "source", source) < 0))
+		return NULL;
+	for (size_t i = 0; i < c->n_images; i++) {
+		const struct catalog_image *im = &c->images[i];
+		struct json_object *e = json_object_new_object(), *steps = json_object_new_array();
+		struct image_info *info = NULL;
+
+		if (!e || json_object_array_add(images, e) < 0) {
+			json_object_put(e);
+			json_object_put(steps);
+			return NULL;
+		}
+		if (json_add(e, "postinstall", steps) < 0 || json_add_string(e, "id", im->id) < 0 ||
+		    json_add_int64(e, "version", im->version) < 0 ||
+		    json_add_string(e, "description", im->description) < 0 ||
+		    json_add(e, "disk", artifact_json(&im->disk)) < 0 ||
+		    json_add_string(e, "compression", compression_names[im->compression]) < 0 ||
+		    json_add_string(e, "format",
+		                    im->format == CATALOG_DISK_QCOW2 ? "qcow2" : "raw") < 0 ||
+		    json_add_int64(e, "uncompressedSize", (int64_t)im->uncompressed_size) < 0 ||
+		    json_add_string(e, "boot",
+		                    im->boot == CATALOG_BOOT_KERNEL ? "kernel" : "firmware") < 0)
+			return NULL;
+		for (size_t k = 0; k < im->n_steps; k++) {
+			struct json_object *s = json_object_new_object();
+			if (!s || json_object_array_add(steps, s) < 0) {
+				json_object_put(s);
+				return NULL;
+			}
+			if (json_add_string(s, "uuid", im->steps[k].uuid) < 0 ||
+			    json_add_int64(s, "seq", im->steps[k].seq) < 0 ||
+			    json_add_string(s, "description", im->steps[k].description) < 0 ||
+			    json_add_string(s, "command", im->steps[k].command) < 0)
+				return NULL;
+		}
+		if (d->storage && image_store_get(d->storage, im->id, &info) >= 0) {
+			(void)json_add_bool(e, "installed", true);
+			(void)json_add_bool(e, "installed_local", info->local);
+			image_info_free(info);
+		} else
+			(void)json_add_bool(e, "installed", false);
+	}
+	return TAKE_PTR(o);
+}
+
+int handle_catalog_get(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_catalog_ struct catalog *c = NULL;
+	struct catalog_error err = {};
+	struct json_object *o;
+	int r;
+
+	r = catalog_state_load_current(d->state_dirfd, &c, &err);
+	if (r == -ENOENT)
+		return api_reply_error(reply, 404, API_ERR_NOT_FOUND,
+		                       "no catalog accepted yet: run slate catalog update");
+	if (r < 0)
+		return api_reply_error(reply, 500, error_code(r), "%s", err.message);
+	o = catalog_json(d, c);
+	if (!o)
+		return -ENOMEM;
+	return api_reply_json(reply, 200, o);
+}
+
+static int update_run(struct api_stream *s, void *arg)
+{
+	struct job *j = arg;
+	_cleanup_catalog_ struct catalog *c = NULL;
+	struct catalog_error err = {};
+	struct pull_config cfg;
+	struct json_object *o;
+	int r;
+
+	j->stream = s;
+	pull_config(j->d, &cfg);
+	(void)api_stream_progress(s, NULL);
+	r = catalog_update(&cfg, j->from, &c, &err);
+	if (r < 0) {
+		log_warning("catalog update refused: %s", err.message);
+		return api_stream_error(s, error_code(r),
+		                        err.message[0] ? err.message : slate_strerror(r));
+	}
+	o = catalog_json(j->d, c);
+	if (!o)
+		return -ENOMEM;
+	return api_stream_result(s, o);
+}
+
+int handle_catalog_update(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *from = NULL;
+	struct job *j;
+
+	if (req->body)
+		(void)json_get_string(req->body, "from", &from);
+	/* slated reads the source as root: only root may name one. Others update from the
+	 * configured source, which the signature check makes safe to repeat. */
+	if (from && req->caller.uid != 0)
+		return api_reply_error(reply, 403, API_ERR_PERMISSION,
+		                       "only root may name a catalog source (--from)");
+	if (from && !strstr(from, "://") && from[0] != '/')
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "from: a URL or an absolute path");
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->d = d;
+	if (from && !(j->from = strdup(from))) {
+		job_free(j);
+		return -ENOMEM;
+	}
+	return api_reply_stream(reply, update_run, j, job_free);
+}
+
+static struct json_object *image_json(const struct image_info *i)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (o &&
+	    (json_add_string(o, "id", i->id) < 0 || json_add_int64(o, "version", i->version) < 0 ||
+	     json_add_bool(o, "local", i->local) < 0 || json_add_bool(o, "signed", !i->local) < 0 ||
+	     json_add_string(o, "sha256", i->sha256) < 0 ||
+	     json_add_int64(o, "size", (int64_t)i->size) < 0 ||
+	     json_add_string(o, "boot", i->kernel_boot ? "kernel" : "firmware") < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int pull_run(struct api_stream *s, void *arg)
+{
+	struct job *j = arg;
+	_cleanup_catalog_ struct catalog *c = NULL;
+	_cleanup_json_ struct json_object *o = NULL;
+	struct pull_result res = {0};
+	struct catalog_error err = {};
+	struct json_object *steps;
+	struct pull_config cfg;
+	int r;
+
+	j->stream = s;
+	pull_config(j->d, &cfg);
+	r = image_pull(&cfg, j->id, j->consent, on_progress, j, &res, &err);
+	if (r < 0) {
+		log_warning("pull of image %s refused: %s", j->id, err.message);
+		return api_stream_error(s, error_code(r),
+		                        err.message[0] ? err.message : slate_strerror(r));
+	}
+	o = image_json(res.info);
+	steps = json_object_new_array();
+	if (!o || !steps || json_add(o, "postinstall_pending", steps) < 0 ||
+	    json_add_bool(o, "up_to_date", res.up_to_date) < 0 ||
+	    json_add_int64(o, "downloaded", (int64_t)res.downloaded) < 0 ||
+	    json_add_bool(o, "postinstall_run", false) < 0) {
+		pull_result_done(&res);
+		return -ENOMEM;
+	}
+	/* The steps as the accepted catalog lists them: recorded pending, not run. */
+	if (catalog_state_load_current(j->d->state_dirfd, &c, NULL) >= 0) {
+		const struct catalog_image *im = catalog_find_image(c, j->id);
+		for (size_t k = 0; im && k < im->n_steps; k++) {
+			struct json_object *st = json_object_new_object();
+			if (!st || json_object_array_add(steps, st) < 0) {
+				json_object_put(st);
+				break;
+			}
+			(void)json_add_string(st, "uuid", im->steps[k].uuid);
+			(void)json_add_int64(st, "seq", im->steps[k].seq);
+			(void)json_add_string(st, "description", im->steps[k].description);
+			(void)json_add_string(st, "command", im->steps[k].command);
+		}
+	}
+	pull_result_done(&res);
+	return api_stream_result(s, TAKE_PTR(o));
+}
+
+int handle_image_pull(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *id = req->params[0];
+	bool consent = false;
+	struct job *j;
+
+	if (need_storage(d, reply) < 0)
+		return 0;
+	if (image_id_check(id) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid image id '%s'",
+		                       id);
+	/* Installing a base every workspace of the host may use: root's decision. */
+	if (req->caller.uid != 0)
+		return api_reply_error(reply, 403, API_ERR_PERMISSION, "only root may pull images");
+	if (req->body)
+		(void)json_get_bool(req->body, "accept_postinstall", &consent);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->d = d;
+	j->consent = consent;
+	if (!(j->id = strdup(id))) {
+		job_free(j);
+		return -ENOMEM;
+	}
+	return api_reply_stream(reply, pull_run, j, job_free);
+}
+
+static int verify_run(struct api_stream *s, void *arg)
+{
+	struct job *j = arg;
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	struct image_verify_result *res = NULL;
+	struct json_object *arr = json_object_new_array();
+	struct pull_config cfg;
+	size_t n = 0, failed = 0;
+	int r;
+
+	j->stream = s;
+	if (!o || !arr || json_add(o, "images", arr) < 0)
+		return -ENOMEM;
+	pull_config(j->d, &cfg);
+	r = image_verify(&cfg, j->id, on_progress, j, &res, &n);
+	if (r < 0) {
+		char msg[256];
+		(void)snprintf(msg, sizeof(msg), "%s%s%s", j->id ? j->id : "images",
+		               r == -ENOENT ? ": not installed" : ": ",
+		               r == -ENOENT ? "" : slate_strerror(r));
+		return api_stream_error(s, error_code(r), msg);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *e = json_object_new_object();
+		if (!e || json_object_array_add(arr, e) < 0) {
+			json_object_put(e);
+			free(res);
+			return -ENOMEM;
+		}
+		if (!res[i].ok)
+			failed++;
+		(void)json_add_string(e, "id", res[i].id);
+		(void)json_add_bool(e, "ok", res[i].ok);
+		(void)json_add_bool(e, "local", res[i].local);
+		(void)json_add_string(e, "catalog", res[i].catalog);
+		(void)json_add_string(e, "sha256", res[i].actual);
+		if (res[i].image_version)
+			(void)json_add_int64(e, "image_version", res[i].image_version);
+		if (!res[i].ok) {
+			(void)json_add_string(e, "file", res[i].file);
+			if (res[i].error < 0)
+				(void)json_add_string(e, "error", slate_strerror(res[i].error));
+			else
+				(void)json_add_string(e, "expected", res[i].expected);
+		}
+	}
+	free(res);
+	if (json_add_int64(o, "failed", (int64_t)failed) < 0)
+		return -ENOMEM;
+	return api_stream_result(s, TAKE_PTR(o));
+}
+
+int handle_image_verify(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *id = NULL;
+	struct job *j;
+
+	if (need_storage(d, reply) < 0)
+		return 0;
+	if (req->body)
+		(void)json_get_string(req->body, "id", &id);
+	if (id && image_id_check(id) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid image id '%s'",
+		                       id);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->d = d;
+	if (id && !(j->id = strdup(id))) {
+		job_free(j);
+		return -ENOMEM;
+	}
+	return api_reply_stream(reply, verify_run, j, job_free);
+}

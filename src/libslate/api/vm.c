@@ -1,0 +1,789 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * /v1/workspaces/:name/{start,stop,console}: a workspace's virtual machine. Blocking libvirt work
+ * runs in stream workers; the daemon-side parts (picking up running domains when slated starts,
+ * domain events, the doctor's domain check) live here too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/protocol.h"
+#include "api/routes.h"
+#include "image/store.h"
+#include "storage/storage.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "vm/domain.h"
+#include "vm/events.h"
+#include "vm/kvm.h"
+#include "vm/lifecycle.h"
+#include "vm/xml.h"
+#include "workspace/workspace.h"
+
+#define VIRTIOFSD "/usr/lib/qemu/virtiofsd"
+#define API_ERR_COMPROMISED "compromised"
+#define API_ERR_BASE_DRIFT "base_drift"
+
+static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
+{
+	if (d->workspaces)
+		return 0;
+	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+	                      "workspace storage is unavailable: %s",
+	                      d->storage_error ? d->storage_error : "not opened");
+	return -ENODEV;
+}
+
+/* Another user's workspace is "not found", like a missing one (as in api/workspaces.c). */
+static int check_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
+                         struct api_reply *reply)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	int r;
+
+	if (workspace_name_check(name) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
+		                       name, WORKSPACE_NAME_RULE),
+		       -EINVAL;
+	r = workspace_load(d->workspaces, name, &w);
+	if (r == -ENOENT || (r >= 0 && req->caller.uid != 0 && req->caller.uid != w->owner))
+		return api_reply_error(reply, 404, API_ERR_NOT_FOUND, "no workspace named '%s'",
+		                       name),
+		       -ENOENT;
+	if (r < 0)
+		return api_reply_error(reply, 500, API_ERR_FAILED, "loading workspace %s: %s", name,
+		                       slate_strerror(r)),
+		       r;
+	return 0;
+}
+
+struct vm_op {
+	struct daemon_ctx *d;
+	char name[WORKSPACE_NAME_MAX + 1];
+	uid_t uid;
+	bool reset_to_base, as_is;
+	bool force, suspend;
+	unsigned timeout_s;
+};
+
+_printf_(3, 4) static int stream_fail(struct api_stream *s, const char *code, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	(void)api_stream_error(s, code, msg);
+	return -EIO;
+}
+
+static void progress(const char *step, const char *detail, void *userdata)
+{
+	struct api_stream *s = userdata;
+	struct json_object *o = json_object_new_object();
+
+	if (!o || json_add_string(o, "step", step) < 0 ||
+	    json_add_string(o, "detail", detail ? detail : "") < 0) {
+		json_object_put(o);
+		return;
+	}
+	/* A client that left does not stop the operation: it finishes, unobserved. */
+	(void)api_stream_progress(s, o);
+}
+
+static int runtime_dir_for(const struct daemon_ctx *d, const char *name, char **ret)
+{
+	_cleanup_free_ char *vm = fs_path_join(d->runtime_dir, "vm");
+	char *dir;
+	int r;
+
+	if (!vm)
+		return -ENOMEM;
+	r = fs_mkdir_p(vm, 0711);
+	if (r < 0)
+		return r;
+	dir = fs_path_join(vm, name);
+	if (!dir)
+		return -ENOMEM;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		r = -errno;
+		free(dir);
+		return r;
+	}
+	*ret = dir;
+	return 0;
+}
+
+/* The kernel command line: the image's, with the root disk named when the image did not. */
+static char *make_cmdline(const char *image_cmdline)
+{
+	const char *base = image_cmdline && *image_cmdline ? image_cmdline : "console=ttyS0";
+	char *out = NULL;
+
+	if (strstr(base, "root="))
+		return strdup(base);
+	if (asprintf(&out, "%s root=/dev/vda rw", base) < 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * QEMU runs as an unprivileged user (libvirt-qemu) and libvirt relabels the files it is given,
+ * never their directories: every directory from the state directory down to the workspace's must
+ * be traversable by others (0711: search, not list) for QEMU to open disk.img and home.img. Adds
+ * the search bit where it is missing; never touches anything above top.
+ */
+static int make_traversable(const char *top, const char *dir)
+{
+	_cleanup_free_ char *p = strdup(dir);
+	size_t top_len = strlen(top);
+	struct stat st;
+	char *slash;
+
+	if (!p)
+		return -ENOMEM;
+	if (strncmp(p, top, top_len) != 0 || (p[top_len] != '/' && p[top_len] != '\0'))
+		return -EINVAL;
+	for (;;) {
+		if (stat(p, &st) < 0)
+			return -errno;
+		if (S_ISDIR(st.st_mode) && (st.st_mode & 0011) != 0011 &&
+		    chmod(p, (st.st_mode & 07777) | 0011) < 0)
+			return -errno;
+		if (strlen(p) <= top_len)
+			return 0;
+		slash = strrchr(p, '/');
+		if (!slash || slash == p)
+			return 0;
+		*slash = '\0';
+	}
+}
+
+struct boot_paths {
+	char *ws_dir, *run_dir, *disk, *home, *kernel, *initrd, *cmdline, *log, *sock;
+	char tags[VM_MAX_SHARES][16];
+	struct vm_share shares[VM_MAX_SHARES];
+};
+
+static void boot_paths_free(struct boot_paths *p)
+{
+	free(p->ws_dir);
+	free(p->run_dir);
+	free(p->disk);
+	free(p->home);
+	free(p->kernel);
+	free(p->initrd);
+	free(p->cmdline);
+	free(p->log);
+	free(p->sock);
+}
+
+static int start_stream(struct api_stream *s, void *arg)
+{
+	struct vm_op *op = arg;
+	struct daemon_ctx *d = op->d;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_(image_info_freep) struct image_info *img = NULL;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_free_ char *template = NULL, *origin = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	_cleanup_json_ struct json_object *res = NULL;
+	struct boot_paths p = {0};
+	struct vm_boot_result br;
+	struct vm_config c;
+	enum vm_state state;
+	char domain[128], errbuf[4096] = "";
+	const char *name = op->name;
+	bool drift;
+	int r;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return stream_fail(s, API_ERR_FAILED, "start %s: cannot lock: %s", name,
+		                   slate_strerror(r));
+	r = workspace_load(d->workspaces, name, &w);
+	if (r < 0)
+		return stream_fail(s, r == -ENOENT ? API_ERR_NOT_FOUND : API_ERR_FAILED,
+		                   "start %s: %s", name,
+		                   r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
+	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
+	if (w->compromised && (w->disk_present || w->home_present))
+		return stream_fail(
+		        s, API_ERR_COMPROMISED,
+		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
+		        "start until its disk and home are wiped: 'slate wipe %s' (or 'slate "
+		        "reset' "
+		        "and 'slate wipe-home'); settings, secrets and shares are kept",
+		        name,
+		        w->compromised_host ? w->compromised_host : "a host it is not bound to",
+		        name);
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0)
+		return stream_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot connect to %s: %s",
+		                   name, d->libvirt_uri, vm_last_error());
+	r = vm_workspace_state(conn, name, &state);
+	if (r < 0)
+		return stream_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot ask libvirt: %s", name,
+		                   vm_last_error());
+
+	r = image_store_get(d->storage, w->image_id, &img);
+	if (r < 0)
+		return stream_fail(s, API_ERR_FAILED,
+		                   "start %s: image '%s' is not installed ('slate image ls'): %s",
+		                   name, w->image_id, slate_strerror(r));
+	drift = w->disk_present && img->version != w->base_version;
+	if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) {
+		if (drift && op->reset_to_base) {
+			progress("resetting", "discarding disk.img for a fresh clone of the base",
+			         s);
+			r = workspace_reset(d->workspaces, name);
+			if (r < 0)
+				return stream_fail(s, API_ERR_FAILED, "start %s: reset: %s", name,
+				                   slate_strerror(r));
+		} else if (drift && !op->as_is) {
+			return stream_fail(
+			        s, API_ERR_BASE_DRIFT,
+			        "workspace '%s' was cloned from version %lld of image '%s', which "
+			        "is "
+			        "now at version %lld: start it with --reset-to-base (a fresh "
+			        "system "
+			        "disk from the new base; home is kept) or --as-is (keep its disk)",
+			        name, (long long)w->base_version, w->image_id,
+			        (long long)img->version);
+		} else if (drift) {
+			char msg[256];
+			(void)snprintf(msg, sizeof(msg),
+			               "keeping disk.img from image version %lld (now %lld)",
+			               (long long)w->base_version, (long long)img->version);
+			progress("base-drift", msg, s);
+		}
+		progress("preparing", "disk.img and home.img", s);
+		r = workspace_prepare(d->workspaces, name);
+		if (r < 0)
+			return stream_fail(s, r == -ENOSPC ? API_ERR_NO_SPACE : API_ERR_FAILED,
+			                   "start %s: preparing its disks: %s", name,
+			                   slate_strerror(r));
+		workspace_free(TAKE_PTR(w));
+		r = workspace_load(d->workspaces, name, &w);
+		if (r < 0)
+			return stream_fail(s, API_ERR_FAILED, "start %s: %s", name,
+			                   slate_strerror(r));
+		if (w->compromised) {
+			log_ws(LOG_NOTICE, name,
+			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
+			       "allowed to start again",
+			       name, w->compromised_host ? w->compromised_host : "?");
+			w->compromised = false;
+			w->compromised_at = 0;
+			free(w->compromised_host);
+			w->compromised_host = NULL;
+			r = workspace_save(d->workspaces, w);
+			if (r < 0)
+				return stream_fail(s, API_ERR_FAILED, "start %s: %s", name,
+				                   slate_strerror(r));
+		}
+	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
+		return stream_fail(
+		        s, API_ERR_BUSY,
+		        "start %s: it is suspended with memory that uses its current disk; "
+		        "'slate stop --force %s' discards that first",
+		        name, name);
+	}
+
+	r = vm_template_load(NULL, &template, &origin);
+	if (r < 0)
+		return stream_fail(s, API_ERR_FAILED,
+		                   "start %s: cannot read the domain template %s/libvirt-xml/"
+		                   "domain.xml: %s",
+		                   name, SLATE_SYSCONF_DIR, slate_strerror(r));
+	(void)vm_domain_name(name, domain, sizeof(domain));
+	p.ws_dir = workspace_dir_path(d->workspaces, name);
+	r = runtime_dir_for(d, name, &p.run_dir);
+	if (r < 0 || !p.ws_dir) {
+		boot_paths_free(&p);
+		return stream_fail(s, API_ERR_FAILED, "start %s: runtime directory: %s", name,
+		                   slate_strerror(r < 0 ? r : -ENOMEM));
+	}
+	r = make_traversable(storage_state_path(d->storage), p.ws_dir);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
+		       slate_strerror(r));
+	p.disk = fs_path_join(p.ws_dir, "disk.img");
+	p.home = fs_path_join(p.ws_dir, "home.img");
+	p.log = fs_path_join(p.run_dir, "console.log");
+	p.sock = fs_path_join(p.run_dir, "channel.sock");
+	if (img->kernel_boot) {
+		_cleanup_free_ char *idir = fs_path_join(storage_images_path(d->storage), img->id);
+		p.kernel = idir ? fs_path_join(idir, "vmlinuz") : NULL;
+		p.initrd = idir ? fs_path_join(idir, "initrd.img") : NULL;
+		p.cmdline = make_cmdline(img->cmdline);
+	}
+	if (!p.disk || !p.home || !p.log || !p.sock ||
+	    (img->kernel_boot && (!p.kernel || !p.initrd || !p.cmdline))) {
+		boot_paths_free(&p);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
+		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
+		p.shares[i] = (struct vm_share){.host_dir = w->shares[i].host_dir,
+		                                .tag = p.tags[i],
+		                                .readonly = w->shares[i].readonly};
+	}
+	c = (struct vm_config){
+	        .domain_name = domain,
+	        .uuid = w->uuid,
+	        .workspace = name,
+	        .owner = w->owner,
+	        .image_id = w->image_id,
+	        .base_version = w->base_version,
+	        .mac = w->mac,
+	        .memory_mib = w->memory_mib,
+	        .cpus = w->cpus,
+	        .kvm = vm_kvm_usable(d->libvirt_uri) > 0,
+	        .disk = p.disk,
+	        .home = p.home,
+	        .disk_io = vm_disk_io(),
+	        .kernel = p.kernel,
+	        .initrd = p.initrd,
+	        .cmdline = p.cmdline,
+	        .console_log = p.log,
+	        .channel_socket = p.sock,
+	        .vsock = access("/dev/vhost-vsock", R_OK | W_OK) == 0,
+	        .shares = p.shares,
+	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
+	        .virtiofsd = VIRTIOFSD,
+	};
+	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
+	r = vm_boot(conn, template, &c, op->timeout_s, progress, s, &br, errbuf, sizeof(errbuf));
+	boot_paths_free(&p);
+	if (r < 0) {
+		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
+		return stream_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
+		                   "start %s: %s", name, errbuf);
+	}
+	w->last_used = time(NULL);
+	r = workspace_save(d->workspaces, w);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "cannot record last use: %s", slate_strerror(r));
+	if (!br.already_running)
+		log_ws(LOG_INFO, name, "%s %s (%s) in %.1f s", br.resumed ? "resumed" : "booted",
+		       domain, vm_accel_name(br.kvm), br.boot_s);
+	res = json_object_new_object();
+	if (!res || json_add_string(res, "name", name) < 0 ||
+	    json_add_string(res, "domain", domain) < 0 ||
+	    json_add_string(res, "state", "running") < 0 ||
+	    json_add_string(res, "accelerator", vm_accel_name(c.kvm)) < 0 ||
+	    json_add_bool(res, "resumed", br.resumed) < 0 ||
+	    json_add_bool(res, "already_running", br.already_running) < 0 ||
+	    json_add(res, "boot_s", json_object_new_double(br.boot_s)) < 0)
+		return -ENOMEM;
+	if (br.disk_io[0])
+		(void)json_add_string(res, "disk_io", br.disk_io);
+	return api_stream_result(s, TAKE_PTR(res));
+}
+
+static int stop_stream(struct api_stream *s, void *arg)
+{
+	struct vm_op *op = arg;
+	struct daemon_ctx *d = op->d;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	_cleanup_json_ struct json_object *res = NULL;
+	enum vm_stop_mode mode = op->force     ? VM_STOP_FORCE
+	                         : op->suspend ? VM_STOP_SUSPEND
+	                                       : VM_STOP_SHUTDOWN;
+	struct vm_stop_result sr;
+	char errbuf[1024] = "";
+	enum vm_state state;
+	int r;
+
+	r = workspace_lock(d->workspaces, op->name, &lock_fd);
+	if (r < 0)
+		return stream_fail(s, API_ERR_FAILED, "stop %s: cannot lock: %s", op->name,
+		                   slate_strerror(r));
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0)
+		return stream_fail(s, API_ERR_UNAVAILABLE, "stop %s: cannot connect to %s: %s",
+		                   op->name, d->libvirt_uri, vm_last_error());
+	r = vm_stop(conn, op->name, mode, op->timeout_s, progress, s, &sr, errbuf, sizeof(errbuf));
+	if (r < 0)
+		return stream_fail(
+		        s, r == -EALREADY || r == -ENOTCONN ? API_ERR_CONFLICT : API_ERR_FAILED,
+		        "stop %s: %s", op->name, errbuf);
+	if (vm_workspace_state(conn, op->name, &state) < 0)
+		state = VM_STATE_STOPPED;
+	if (workspace_load(d->workspaces, op->name, &w) >= 0) {
+		w->last_used = time(NULL);
+		(void)workspace_save(d->workspaces, w);
+	}
+	if (sr.was_running)
+		log_ws(LOG_INFO, op->name, "%s %s in %.1f s",
+		       mode == VM_STOP_SUSPEND ? "suspended"
+		       : sr.destroyed          ? "destroyed"
+		                               : "shut down",
+		       op->name, sr.stop_s);
+	res = json_object_new_object();
+	if (!res || json_add_string(res, "name", op->name) < 0 ||
+	    json_add_string(res, "state", vm_state_name(state)) < 0 ||
+	    json_add_bool(res, "was_running", sr.was_running) < 0 ||
+	    json_add_bool(res, "destroyed", sr.destroyed) < 0 ||
+	    json_add(res, "stop_s", json_object_new_double(sr.stop_s)) < 0)
+		return -ENOMEM;
+	return api_stream_result(s, TAKE_PTR(res));
+}
+
+static int op_new(struct api_request *req, struct api_reply *reply, struct vm_op **ret)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct vm_op *op;
+	int64_t t;
+
+	if (need_storage(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+		return -EINVAL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->d = d;
+	op->uid = req->caller.uid;
+	/* check_visible() made sure it is a valid name (at most WORKSPACE_NAME_MAX bytes). */
+	memcpy(op->name, req->params[0], strnlen(req->params[0], WORKSPACE_NAME_MAX));
+	if (req->body) {
+		(void)json_get_bool(req->body, "reset_to_base", &op->reset_to_base);
+		(void)json_get_bool(req->body, "as_is", &op->as_is);
+		(void)json_get_bool(req->body, "force", &op->force);
+		(void)json_get_bool(req->body, "suspend", &op->suspend);
+		if (json_get_int64(req->body, "timeout", &t) >= 0) {
+			if (t < 1 || t > 3600) {
+				free(op);
+				return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+				                       "timeout must be 1 to 3600 seconds"),
+				       -EINVAL;
+			}
+			op->timeout_s = (unsigned)t;
+		}
+	}
+	if ((op->reset_to_base && op->as_is) || (op->force && op->suspend)) {
+		free(op);
+		return api_reply_error(
+		               reply, 400, API_ERR_BAD_REQUEST,
+		               "reset_to_base and as_is (or force and suspend) exclude each "
+		               "other"),
+		       -EINVAL;
+	}
+	*ret = op;
+	return 0;
+}
+
+int handle_workspace_start(struct api_request *req, struct api_reply *reply)
+{
+	struct vm_op *op = NULL;
+	int r = op_new(req, reply, &op);
+
+	if (r < 0)
+		return r;
+	return api_reply_stream(reply, start_stream, op, free);
+}
+
+int handle_workspace_stop(struct api_request *req, struct api_reply *reply)
+{
+	struct vm_op *op = NULL;
+	int r = op_new(req, reply, &op);
+
+	if (r < 0)
+		return r;
+	return api_reply_stream(reply, stop_stream, op, free);
+}
+
+/* ---- the console: an upgraded connection bridged to the domain's serial console ---- */
+
+#define CONSOLE_PROTOCOL "slate-console"
+
+struct console_job {
+	struct daemon_ctx *d;
+	char name[WORKSPACE_NAME_MAX + 1];
+	virStreamPtr st;
+	int fd;
+};
+
+/* Guest to client: the stream's bytes onto the socket, until either side ends. */
+static void *console_out_main(void *p)
+{
+	struct console_job *j = p;
+	char buf[4096];
+	int n;
+
+	for (;;) {
+		n = virStreamRecv(j->st, buf, sizeof(buf));
+		if (n <= 0 || fs_write_all(j->fd, buf, (size_t)n) < 0)
+			break;
+	}
+	/* Wakes the other direction's read. */
+	(void)shutdown(j->fd, SHUT_RDWR);
+	return NULL;
+}
+
+static void console_bridge(int fd, const char *extra, size_t extra_len, void *arg)
+{
+	struct console_job *j = arg;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	_cleanup_(virStreamFreep) virStreamPtr st = NULL;
+	char buf[4096], msg[512];
+	pthread_t out;
+	ssize_t n;
+
+	if (vm_connect(j->d->libvirt_uri, &conn) < 0 || vm_domain_lookup(conn, j->name, &dom) < 0 ||
+	    !(st = virStreamNew(conn, 0)) ||
+	    virDomainOpenConsole(dom, NULL, st, VIR_DOMAIN_CONSOLE_FORCE) < 0) {
+		(void)snprintf(msg, sizeof(msg), "\r\nslate: cannot open the console of %s: %s\r\n",
+		               j->name, vm_last_error());
+		(void)fs_write_all(fd, msg, strlen(msg));
+		return;
+	}
+	log_ws(LOG_INFO, j->name, "console of %s attached", j->name);
+	j->st = st;
+	j->fd = fd;
+	if (extra_len > 0 && virStreamSend(st, extra, extra_len) < 0)
+		return;
+	if (pthread_create(&out, NULL, console_out_main, j) != 0)
+		return;
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || virStreamSend(st, buf, (size_t)n) < 0)
+			break;
+	}
+	/* Client gone: end the stream, which ends the other direction. */
+	(void)virStreamAbort(st);
+	(void)shutdown(fd, SHUT_RDWR);
+	(void)pthread_join(out, NULL);
+	log_ws(LOG_INFO, j->name, "console of %s detached", j->name);
+}
+
+int handle_workspace_console(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct console_job *j;
+	enum vm_state st;
+	int r;
+
+	if (need_storage(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+		return -EINVAL;
+	r = vm_workspace_state_uri(d->libvirt_uri, req->params[0], &st);
+	if (r < 0)
+		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE, "console %s: libvirt: %s",
+		                       req->params[0], slate_strerror(r));
+	if (st != VM_STATE_RUNNING && st != VM_STATE_PAUSED)
+		return api_reply_error(reply, 409, API_ERR_CONFLICT,
+		                       "console %s: it is %s ('slate start %s' first)",
+		                       req->params[0], vm_state_name(st), req->params[0]);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->d = d;
+	j->fd = -1;
+	memcpy(j->name, req->params[0], strnlen(req->params[0], WORKSPACE_NAME_MAX));
+	return api_reply_upgrade(reply, CONSOLE_PROTOCOL, console_bridge, j, free);
+}
+
+/* ---- the daemon's side: events, picking up domains, the doctor's check ---- */
+
+struct forget_job {
+	struct daemon_ctx *d;
+	char name[WORKSPACE_NAME_MAX + 1];
+};
+
+/*
+ * A domain that stopped is undefined (a suspended one is kept), under the workspace's lock so
+ * that a start defining it anew is never undone. Orphans are left alone.
+ */
+static void *forget_main(void *p)
+{
+	struct forget_job *j = p;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int lock_fd = -1;
+
+	if (j->d->workspaces && workspace_load(j->d->workspaces, j->name, &w) >= 0 &&
+	    workspace_lock(j->d->workspaces, j->name, &lock_fd) >= 0)
+		(void)vm_domain_forget(j->d->libvirt_uri, j->name, false);
+	free(j);
+	return NULL;
+}
+
+static void on_domain_event(const struct vm_event *ev, void *userdata)
+{
+	struct daemon_ctx *d = userdata;
+	struct forget_job *j;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (ev->event == VIR_DOMAIN_EVENT_DEFINED || ev->event == VIR_DOMAIN_EVENT_UNDEFINED) {
+		log_ws(LOG_DEBUG, ev->workspace, "domain %s %s", ev->domain, ev->description);
+		return;
+	}
+	log_ws(ev->stopped ? LOG_NOTICE : LOG_INFO, ev->workspace, "workspace %s: domain %s %s",
+	       ev->workspace, ev->domain, ev->description);
+	if (!ev->stopped || ev->saved || workspace_name_check(ev->workspace) < 0)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	j->d = d;
+	memcpy(j->name, ev->workspace, strnlen(ev->workspace, WORKSPACE_NAME_MAX));
+	(void)pthread_attr_init(&attr);
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, forget_main, j) != 0)
+		free(j);
+	(void)pthread_attr_destroy(&attr);
+}
+
+struct scan_result {
+	unsigned running, suspended, stale, orphans;
+	char orphan_names[512];
+};
+
+/* Looks at every slate-* domain; with adopt, logs and tidies as slated does when it starts. */
+static int scan_domains(struct daemon_ctx *d, bool adopt, struct scan_result *ret)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	struct scan_result res = {0};
+	virDomainPtr *doms = NULL;
+	int n, r;
+
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0)
+		return r;
+	n = virConnectListAllDomains(conn, &doms, 0);
+	if (n < 0)
+		return -EIO;
+	for (int i = 0; i < n; i++) {
+		_cleanup_(workspace_freep) struct workspace *w = NULL;
+		_cleanup_free_ char *xml = NULL;
+		const char *dname = virDomainGetName(doms[i]), *ws = vm_domain_workspace(dname);
+		struct vm_metadata md;
+		enum vm_state st = VM_STATE_STOPPED;
+		bool orphan;
+
+		if (!ws)
+			goto next;
+		(void)vm_domain_get_state(doms[i], &st);
+		xml = virDomainGetXMLDesc(doms[i], VIR_DOMAIN_XML_INACTIVE);
+		orphan = !xml || vm_xml_metadata(xml, &md) < 0 || !streq(md.workspace, ws) ||
+		         !d->workspaces || workspace_load(d->workspaces, ws, &w) < 0 ||
+		         strcasecmp(w->uuid, md.uuid) != 0;
+		if (orphan) {
+			size_t l = strlen(res.orphan_names);
+			res.orphans++;
+			(void)snprintf(res.orphan_names + l, sizeof(res.orphan_names) - l,
+			               "%s%s (%s)", l ? ", " : "", dname, vm_state_name(st));
+			if (adopt)
+				log_warning(
+				        "orphan domain %s (%s): no workspace '%s' owns it; slate "
+				        "leaves it alone (virsh destroy/undefine it if it is "
+				        "stale)",
+				        dname, vm_state_name(st), ws);
+			goto next;
+		}
+		switch (st) {
+		case VM_STATE_RUNNING:
+		case VM_STATE_PAUSED:
+			res.running++;
+			if (adopt)
+				log_ws(LOG_INFO, ws, "picked up %s domain %s (%s)",
+				       vm_state_name(st), dname, vm_accel_name(md.kvm));
+			break;
+		case VM_STATE_SUSPENDED:
+			res.suspended++;
+			if (adopt)
+				log_ws(LOG_INFO, ws, "workspace %s is suspended", ws);
+			break;
+		default:
+			/* It stopped while slated was away: what a stop would have done. */
+			res.stale++;
+			if (adopt && vm_domain_forget(d->libvirt_uri, ws, false) > 0)
+				log_ws(LOG_INFO, ws, "domain %s stopped while slated was away",
+				       dname);
+		}
+	next:
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	*ret = res;
+	return 0;
+}
+
+int vm_daemon_start(struct daemon_ctx *d)
+{
+	struct scan_result sr;
+	int r;
+
+	r = vm_events_start(d->libvirt_uri, on_domain_event, d, &d->vm_events);
+	if (r < 0)
+		log_warning("domain events unavailable: %s", slate_strerror(r));
+	(void)vm_kvm_usable(d->libvirt_uri);
+	r = scan_domains(d, true, &sr);
+	if (r < 0)
+		return log_warning("cannot list domains at %s: %s", d->libvirt_uri,
+		                   vm_last_error()),
+		       0;
+	log_info("domains: %u running, %u suspended, %u orphaned", sr.running, sr.suspended,
+	         sr.orphans);
+	return 0;
+}
+
+void vm_daemon_stop(struct daemon_ctx *d)
+{
+	vm_events_stop(d->vm_events);
+	d->vm_events = NULL;
+}
+
+int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len)
+{
+	struct scan_result sr;
+	int r;
+
+	r = scan_domains(d, false, &sr);
+	if (r < 0) {
+		(void)snprintf(detail, len, "cannot list domains: %s", slate_strerror(r));
+		return r;
+	}
+	if (sr.orphans)
+		(void)snprintf(
+		        detail, len,
+		        "%u running, %u suspended; %u orphaned (no workspace owns them, slate "
+		        "leaves them alone): %s",
+		        sr.running, sr.suspended, sr.orphans, sr.orphan_names);
+	else
+		(void)snprintf(detail, len, "%u running, %u suspended, no orphans; accelerator %s",
+		               sr.running, sr.suspended,
+		               vm_accel_name(vm_kvm_usable(d->libvirt_uri) > 0));
+	return (int)sr.orphans;
+}
+
+int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o)
+{
+	const char *accel = NULL;
+	enum vm_state st;
+
+	if (active > 0 && vm_workspace_state_uri(d->libvirt_uri, name, &st) >= 0 &&
+	    (st == VM_STATE_SUSPENDED || st == VM_STATE_PAUSED))
+		(void)json_add_string(o, "state", vm_state_name(st));
+	if (active <= 0 || vm_workspace_accel(d->libvirt_uri, name, &accel) < 0)
+		accel = vm_accel_name(vm_kvm_usable(d->libvirt_uri) > 0);
+	return json_add_string(o, "accelerator", accel);
+}

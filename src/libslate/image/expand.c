@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <lzma.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "image/expand.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+/* Output travels to the writer thread in buffers of this size, at most EXPAND_NBUF at once. */
+#define EXPAND_BUF_SIZE (4u << 20)
+#define EXPAND_NBUF 4
+#define EXPAND_READ_CHUNK (1u << 20)
+/* xz streams needing more memory than this to decode are refused. */
+#define EXPAND_XZ_MEMLIMIT (512ull << 20)
+
+struct expand {
+	enum catalog_compression compression;
+	int fd;
+	uint64_t size;     /* declared output size */
+	uint64_t produced; /* output bytes handed to the writer */
+	bool stream_end;   /* the compressed stream (or the last member/frame) is complete */
+	bool finished;
+
+	z_stream z;
+	bool z_init;
+	ZSTD_DStream *zs;
+	lzma_stream xz;
+	bool xz_init;
+
+	/* Buffer ring: the decompressor fills bufs[tail % N]; the writer drains bufs[head % N]. */
+	uint8_t *bufs[EXPAND_NBUF];
+	size_t lens[EXPAND_NBUF];
+	uint64_t offs[EXPAND_NBUF];
+	size_t fill;         /* bytes in bufs[tail % N] */
+	bool have_cur;       /* bufs[tail % N] is ours to fill */
+	unsigned head, tail; /* under lock */
+	bool eof;            /* under lock: no more buffers will come */
+	int error;           /* under lock: the writer's first error */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool thread_started;
+
+	EVP_MD_CTX *md;
+};
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t k = pwrite(fd, p, n, (off_t)off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -EIO;
+		p += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* The writer: hashes a buffer and writes its non-zero blocks, coalesced, at their offsets. */
+static int write_buffer(struct expand *e, const uint8_t *p, size_t len, uint64_t off)
+{
+	size_t run = 0, i;
+	int r;
+
+	if (EVP_DigestUpdate(e->md, p, len) != 1)
+		return SLATE_ERR_CRYPTO;
+	for (i = 0; i < len; i += EXPAND_HOLE_BLOCK) {
+		size_t n = len - i < EXPAND_HOLE_BLOCK ? len - i : EXPAND_HOLE_BLOCK;
+
+		if (!all_zero(p + i, n))
+			continue;
+		if (i > run) {
+			r = pwrite_all(e->fd, p + run, i - run, off + run);
+			if (r < 0)
+				return r;
+		}
+		run = i + n;
+	}
+	if (len > run)
+		return pwrite_all(e->fd, p + run, len - run, off + run);
+	return 0;
+}
+
+static void *writer_main(void *arg)
+{
+	struct expand *e = arg;
+
+	(void)pthread_mutex_lock(&e->lock);
+	for (;;) {
+		unsigned slot;
+		int r;
+
+		while (e->head == e->tail && !e->eof)
+			(void)pthread_cond_wait(&e->cond, &e->lock);
+		if (e->head == e->tail)
+			break;
+		slot = e->head % EXPAND_NBUF;
+		(void)pthread_mutex_unlock(&e->lock);
+		r = e->error ? 0 : write_buffer(e, e->bufs[slot], e->lens[slot], e->offs[slot]);
+		(void)pthread_mutex_lock(&e->lock);
+		if (r < 0 && !e->error)
+			e->error = r;
+		e->head++;
+		(void)pthread_cond_broadcast(&e->cond);
+	}
+	(void)pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* Hands the current buffer to the writer. */
+static int submit(struct expand *e)
+{
+	unsigned slot = e->tail % EXPAND_NBUF;
+	int r;
+
+	if (!e->have_cur || e->fill == 0)
+		return 0;
+	e->lens[slot] = e->fill;
+	e->offs[slot] = e->produced - e->fill;
+	(void)pthread_mutex_lock(&e->lock);
+	e->tail++;
+	r = e->error;
+	(void)pthread_cond_broadcast(&e->cond);
+	(void)pthread_mutex_unlock(&e->lock);
+	e->have_cur = false;
+	e->fill = 0;
+	return r;
+}
+
+/* Returns room for output: at most one byte more than the declared size still allows. */
+static int out_space(struct expand *e, uint8_t **ret, size_t *ret_n)
+{
+	uint64_t left;
+	size_t room;
+	int r;
+
+	if (e->have_cur && e->fill == EXPAND_BUF_SIZE) {
+		r = submit(e);
+		if (r < 0)
+			return r;
+	}
+	if (!e->have_cur) {
+		(void)pthread_mutex_lock(&e->lock);
+		while (e->tail - e->head >= EXPAND_NBUF && !e->error)
+			(void)pthread_cond_wait(&e->cond, &e->lock);
+		r = e->error;
+		(void)pthread_mutex_unlock(&e->lock);
+		if (r < 0)
+			return r;
+		e->have_cur = true;
+		e->fill = 0;
+	}
+	room = EXPAND_BUF_SIZE - e->fill;
+	left = e->size - e->produced + 1;
+	if (left < room)
+		room = (size_t)left;
+	*ret = e->bufs[e->tail % EXPAND_NBUF] + e->fill;
+	*ret_n = room;
+	return 0;
+}
+
+static int commit(struct expand *e, size_t n)
+{
+	e->fill += n;
+	e->produced += n;
+	if (e->produced > e->size)
+		return SLATE_ERR_SIZE_MISMATCH; /* more than declared: a bomb or a lie */
+	return 0;
+}
+
+/*
+ * One decoder step over (*in, *in_n): consumes input, produces at most out_n bytes at out.
+ * Returns the bytes produced, or an error.
+ */
+static int decode_step(struct expand *e, const uint8_t **in, size_t *in_n, uint8_t *out,
+                       size_t out_n, size_t *ret_out, bool finish)
+{
+	switch (e->compression) {
+	case CATALOG_COMPRESSION_NONE: {
+		size_t n = *in_n < out_n ? *in_n : out_n;
+		memcpy(out, *in, n);
+		*in += n;
+		*in_n -= n;
+		*ret_out = n;
+		return 0;
+	}
+	case CATALOG_COMPRESSION_GZIP: {
+		int zr;
+
+		if (e->stream_end) {
+			if (*in_n == 0) {
+				*ret_out = 0;
+				return 0;
+			}
+			/* Another gzip member follows (RFC 1952 allows several). */
+			if (inflateReset(&e->z) != Z_OK)
+				return SLATE_ERR_INVALID_FORMAT;
+			e->stream_end = false;
+		}
+		e->z.next_in = (Bytef *)*in;
+		e->z.avail_in = (uInt)(*in_n > UINT32_MAX ? UINT32_MAX : *in_n);
+		e->z.next_out = out;
+		e->z.avail_out = (uInt)out_n;
+		zr = inflate(&e->z, Z_NO_FLUSH);
+		*ret_out = out_n - e->z.avail_out;
+		*in_n -= (size_t)(e->z.next_in - *in);
+		*in = e->z.next_in;
+		if (zr == Z_STREAM_END)
+			e->stream_end = true;
+		else if (zr == Z_BUF_ERROR)
+			; /* no progress possible now: needs more input */
+		else if (zr != Z_OK)
+			return SLATE_ERR_INVALID_FORMAT;
+		return 0;
+	}
+	case CATALOG_COMPRESSION_ZSTD: {
+		ZSTD_inBuffer ib = {*in, *in_n, 0};
+		ZSTD_outBuffer ob = {out, out_n, 0};
+		size_t zr = ZSTD_decompressStream(e->zs, &ob, &ib);
+
+		if (ZSTD_isError(zr))
+			return SLATE_ERR_INVALID_FORMAT;
+		*in += ib.pos;
+		*in_n -= ib.pos;
+		*ret_out = ob.pos;
+		/* 0: a frame is complete and flushed; another may follow. */
+		if (ib.pos > 0 || ob.pos > 0)
+			e->stream_end = zr == 0;
+		return 0;
+	}
+	case CATALOG_COMPRESSION_XZ: {
+		lzma_ret lr;
+
+		e->xz.next_in = *in;
+		e->xz.avail_in = *in_n;
+		e->xz.next_out = out;
+		e->xz.avail_out = out_n;
+		lr = lzma_code(&e->xz, finish ? LZMA_FINISH : LZMA_RUN);
+		*ret_out = out_n - e->xz.avail_out;
+		*in_n = e->xz.avail_in;
+		*in = e->xz.next_in;
+		if (lr == LZMA_STREAM_END)
+			e->stream_end = true;
+		else if (lr == LZMA_BUF_ERROR && !finish)
+			;
+		else if (lr != LZMA_OK)
+			return lr == LZMA_MEMLIMIT_ERROR ? -ENOMEM : SLATE_ERR_INVALID_FORMAT;
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static int run(struct expand *e, const uint8_t *p, size_t n, bool finish)
+{
+	for (;;) {
+		uint8_t *out;
+		size_t room, got = 0;
+		int r;
+
+		if (e->compression == CATALOG_COMPRESSION_XZ && e->stream_end && n > 0)
+			return SLATE_ERR_INVALID_FORMAT; /* bytes after the end (concatenated: no) */
+		r = out_space(e, &out, &room);
+		if (r < 0)
+			return r;
+		r = decode_step(e, &p, &n, out, room, &got, finish);
+		if (r < 0)
+			return r;
+		r = commit(e, got);
+		if (r < 0)
+			return r;
+		/* Done when the input is used up and the decoder had room to spare. */
+		if (n == 0 && got < room)
+			return 0;
+		if (got == 0 && n > 0 && e->compression == CATALOG_COMPRESSION_GZIP &&
+		    !e->stream_end)
+			return SLATE_ERR_INVALID_FORMAT; /* stuck: inflate takes no more input */
+	}
+}
+
+int expand_new(enum catalog_compression compression, int out_fd, uint64_t size, struct expand **ret)
+{
+	_cleanup_(expand_freep) struct expand *e = NULL;
+
+	if (out_fd < 0 || size == 0 || !ret || compression > CATALOG_COMPRESSION_XZ)
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->compression = compression;
+	e->fd = out_fd;
+	e->size = size;
+	(void)pthread_mutex_init(&e->lock, NULL);
+	(void)pthread_cond_init(&e->cond, NULL);
+	for (unsigned i = 0; i < EXPAND_NBUF; i++) {
+		e->bufs[i] = malloc(EXPAND_BUF_SIZE);
+		if (!e->bufs[i])
+			return -ENOMEM;
+	}
+	e->md = EVP_MD_CTX_new();
+	if (!e->md || EVP_DigestInit_ex(e->md, EVP_sha256(), NULL) != 1)
+		return SLATE_ERR_CRYPTO;
+	switch (compression) {
+	case CATALOG_COMPRESSION_NONE:
+		break;
+	case CATALOG_COMPRESSION_GZIP:
+		/* 15 + 16: gzip framing only, a raw or zlib stream is refused. */
+		if (inflateInit2(&e->z, 15 + 16) != Z_OK)
+			return -ENOMEM;
+		e->z_init = true;
+		break;
+	case CATALOG_COMPRESSION_ZSTD:
+		e->zs = ZSTD_createDStream();
+		if (!e->zs || ZSTD_isError(ZSTD_initDStream(e->zs)))
+			return -ENOMEM;
+		/* At most a 128 MiB window (zstd --long=27), whatever the frame asks for. */
+		(void)ZSTD_DCtx_setParameter(e->zs, ZSTD_d_windowLogMax, 27);
+		break;
+	case CATALOG_COMPRESSION_XZ: {
+		lzma_stream init = LZMA_STREAM_INIT;
+		e->xz = init;
+		if (lzma_stream_decoder(&e->xz, EXPAND_XZ_MEMLIMIT, 0) != LZMA_OK)
+			return -ENOMEM;
+		e->xz_init = true;
+		break;
+	}
+	}
+	if (pthread_create(&e->thread, NULL, writer_main, e) != 0)
+		return -EAGAIN;
+	e->thread_started = true;
+	*ret = TAKE_PTR(e);
+	return 0;
+}
+
+int expand_write(struct expand *e, const void *p, size_t n)
+{
+	if (!e || e->finished)
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	return run(e, p, n, false);
+}
+
+/* Tells the writer no more comes and waits for it. Returns its error. */
+static int stop_writer(struct expand *e)
+{
+	int r;
+
+	if (!e->thread_started)
+		return 0;
+	(void)pthread_mutex_lock(&e->lock);
+	e->eof = true;
+	(void)pthread_cond_broadcast(&e->cond);
+	(void)pthread_mutex_unlock(&e->lock);
+	(void)pthread_join(e->thread, NULL);
+	e->thread_started = false;
+	r = e->error;
+	return r;
+}
+
+int expand_finish(struct expand *e, uint8_t ret_sha256[32])
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	int r;
+
+	if (!e || e->finished)
+		return -EINVAL;
+	e->finished = true;
+	/* Flush whatever the decoder still holds. */
+	r = run(e, NULL, 0, true);
+	if (r >= 0 && e->compression != CATALOG_COMPRESSION_NONE && !e->stream_end)
+		r = SLATE_ERR_INVALID_FORMAT; /* truncated */
+	if (r >= 0)
+		r = submit(e);
+	{
+		int k = stop_writer(e);
+		if (r >= 0 && k < 0)
+			r = k;
+	}
+	if (r < 0)
+		return r;
+	if (e->produced != e->size)
+		return SLATE_ERR_SIZE_MISMATCH;
+	if (ftruncate(e->fd, (off_t)e->size) < 0)
+		return -errno;
+	if (EVP_DigestFinal_ex(e->md, md, &mdlen) != 1 || mdlen != 32)
+		return SLATE_ERR_CRYPTO;
+	memcpy(ret_sha256, md, 32);
+	return 0;
+}
+
+uint64_t expand_output_size(const struct expand *e)
+{
+	return e ? e->produced : 0;
+}
+
+void expand_free(struct expand *e)
+{
+	if (!e)
+		return;
+	/* Buffers still queued are not worth writing any more. */
+	(void)pthread_mutex_lock(&e->lock);
+	if (!e->error)
+		e->error = -ECANCELED;
+	(void)pthread_mutex_unlock(&e->lock);
+	(void)stop_writer(e);
+	if (e->z_init)
+		(void)inflateEnd(&e->z);
+	if (e->zs)
+		(void)ZSTD_freeDStream(e->zs);
+	if (e->xz_init)
+		lzma_end(&e->xz);
+	EVP_MD_CTX_free(e->md);
+	for (unsigned i = 0; i < EXPAND_NBUF; i++)
+		free(e->bufs[i]);
+	(void)pthread_mutex_destroy(&e->lock);
+	(void)pthread_cond_destroy(&e->cond);
+	free(e);
+}
+
+int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint64_t size,
+              uint8_t ret_sha256[32])
+{
+	_cleanup_(expand_freep) struct expand *e = NULL;
+	_cleanup_free_ uint8_t *chunk = malloc(EXPAND_READ_CHUNK);
+	int r;
+
+	if (!chunk)
+		return -ENOMEM;
+	r = expand_new(compression, out_fd, size, &e);
+	if (r < 0)
+		return r;
+	for (;;) {
+		ssize_t n = read(in_fd, chunk, EXPAND_READ_CHUNK);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		r = expand_write(e, chunk, (size_t)n);
+		if (r < 0)
+			return r;
+	}
+	return expand_finish(e, ret_sha256);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * Streaming expansion of a downloaded disk artifact into a sparse raw file: compressed bytes go
+ * in as they arrive (gzip with zlib, zstd with libzstd, xz with liblzma, or none), the output is
+ * written at its offsets with every all-zero block left as a hole, so a 24 GiB image holding
+ * 7 GiB of data takes about 7 GiB. The SHA-256 (OpenSSL EVP) of the whole output, holes read as
+ * zeros, is computed on the way, so the installed disk never has to be read again.
+ *
+ * Scanning for zeros, writing and hashing the output run on a second thread, so that they
+ * overlap with receiving and decompressing.
+ *
+ * The output may never exceed the declared size (decompression bombs stop at once), and at the
+ * end the stream must be complete and the output exactly that size: a truncated or corrupt
+ * stream is SLATE_ERR_INVALID_FORMAT, a wrong size SLATE_ERR_SIZE_MISMATCH.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/catalog.h"
+#include "util/macro.h"
+
+/* Output blocks at this granularity that are all zeros become holes. */
+#define EXPAND_HOLE_BLOCK 4096u
+
+struct expand;
+
+/*
+ * Starts expanding into out_fd, an empty regular file opened for writing (it is extended to
+ * size at the end). size is the declared uncompressed size.
+ */
+int expand_new(enum catalog_compression compression, int out_fd, uint64_t size,
+               struct expand **ret);
+/* Feeds the next n compressed bytes. Returns 0, or the first error of either thread. */
+int expand_write(struct expand *e, const void *p, size_t n);
+/*
+ * Ends the stream: checks that it is complete and that exactly size bytes came out, sets the
+ * file's size (trailing holes included) and returns the output's SHA-256 in ret_sha256.
+ */
+int expand_finish(struct expand *e, uint8_t ret_sha256[32]);
+/* Bytes written out so far (holes included). */
+uint64_t expand_output_size(const struct expand *e);
+/* Stops the second thread and frees; NULL is fine. */
+void expand_free(struct expand *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct expand *, expand_free);
+
+/* Expands everything readable from in_fd into out_fd (for tests and tools). */
+int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint64_t size,
+              uint8_t ret_sha256[32]);

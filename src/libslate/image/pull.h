@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * Catalog updates, image pulls and image verification: what `slate catalog update`,
+ * `slate image pull` and `slate image verify` do in slated.
+ *
+ * An update fetches a catalog (URL or local file) and its detached signature (the same name with
+ * ".sig"), verifies it with catalog_verify() against the trusted keys (the administrator's
+ * directory plus the keys accepted catalogs introduced), the configured channel, the stored
+ * rollback state and the clock, and stores it with catalog_state_accept(). Where it came from is
+ * remembered (<state>/catalog/source.url), so that relative artifact URLs resolve against it and
+ * a pull can fetch the catalog again.
+ *
+ * A pull downloads the image's kernel, initrd and disk into a staging directory of the image
+ * store, each checked on the way (size never exceeded, SHA-256 equal to the catalog's), expands
+ * the disk into a sparse raw file (qcow2 through `qemu-img convert`) and installs it atomically;
+ * on any failure the installed image is unchanged. A failed transfer is tried 3 times in all: the
+ * catalog is fetched again between tries, and the transfer resumes where it stopped (Range) when
+ * the artifact is unchanged, or starts again when a newer catalog changed it.
+ *
+ * Postinstall steps are recorded in the image directory's catalog.json as pending (with the
+ * consent given or not); running them needs the installer VM, which is not there yet.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "image/catalog.h"
+#include "image/store.h"
+
+#define PULL_TRIES 3
+#define PULL_SOURCE_FILE "source.url"         /* in <state>/catalog/ */
+#define PULL_IMAGE_SOURCE_FILE "catalog.json" /* in <images>/<id>/ */
+
+struct pull_config {
+	struct storage *storage;
+	int state_dirfd;
+	const char *trusted_keys; /* directory (or file) of trusted *.pub keys */
+	const char *channel;      /* the channel this host follows */
+	const char *catalog_url;  /* the default source, may be NULL */
+};
+
+struct pull_progress {
+	const char *phase;    /* "catalog", "download", "convert", "install" */
+	const char *artifact; /* "disk", "kernel", "initrd" or NULL */
+	uint64_t done, total;
+	unsigned attempt; /* 1..PULL_TRIES */
+	bool resumed;     /* this attempt continues an interrupted transfer */
+};
+typedef void (*pull_progress_fn)(const struct pull_progress *p, void *ud);
+
+/*
+ * Fetches, verifies and accepts a catalog from `from` (URL or path; NULL: the source last used,
+ * else cfg->catalog_url). On success *ret (may be NULL) gets the accepted catalog.
+ */
+int catalog_update(const struct pull_config *cfg, const char *from, struct catalog **ret,
+                   struct catalog_error *err);
+/* Returns the source last used in a new string, or -ENOENT. */
+int catalog_source_get(int state_dirfd, char **ret);
+
+struct pull_result {
+	struct image_info *info; /* the installed image */
+	bool up_to_date;         /* it was installed already: nothing was downloaded */
+	size_t n_pending;        /* postinstall steps recorded as pending */
+	uint64_t downloaded;     /* bytes received */
+};
+void pull_result_done(struct pull_result *r);
+
+/*
+ * Pulls image id from the accepted catalog. consent says whether the user accepted its
+ * postinstall steps (recorded with them).
+ */
+int image_pull(const struct pull_config *cfg, const char *id, bool consent,
+               pull_progress_fn progress, void *ud, struct pull_result *ret,
+               struct catalog_error *err);
+
+struct image_verify_result {
+	char id[IMAGE_ID_MAX + 1];
+	bool ok;
+	bool local;    /* imported, not from a catalog */
+	char file[32]; /* the file that failed, or "" */
+	char expected[65], actual[65];
+	const char *catalog;   /* "current", "outdated", "not-in-catalog", "no-catalog", "local" */
+	int64_t image_version; /* the catalog image version installed (0 for local ones) */
+	int error;             /* < 0 when the image could not be read at all */
+};
+
+/* Re-hashes image id (NULL: every installed image). *ret is an array of *ret_n results. */
+int image_verify(const struct pull_config *cfg, const char *id, pull_progress_fn progress, void *ud,
+                 struct image_verify_result **ret, size_t *ret_n);

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Booting and stopping a workspace's domain (lifecycle.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "vm/domain.h"
+#include "vm/kvm.h"
+#include "vm/lifecycle.h"
+
+#define POLL_MS 50
+#define CONSOLE_SCAN_MAX (64u * 1024u)
+#define UNDEFINE_FLAGS                                                                             \
+	(VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |               \
+	 VIR_DOMAIN_UNDEFINE_NVRAM)
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+_printf_(3, 4) static int fail(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf && errlen) {
+		va_start(ap, fmt);
+		(void)vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return 0;
+}
+
+static void step(vm_progress_fn progress, void *ud, const char *name, const char *detail)
+{
+	if (progress)
+		progress(name, detail, ud);
+}
+
+int vm_console_tail(const char *path, unsigned max_lines, char *buf, size_t len)
+{
+	_cleanup_close_ int fd = -1;
+	char raw[8192];
+	struct stat st;
+	off_t off;
+	ssize_t n;
+	size_t o = 0, start;
+	unsigned lines = 0;
+
+	if (len == 0)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	off = st.st_size > (off_t)sizeof(raw) ? st.st_size - (off_t)sizeof(raw) : 0;
+	n = pread(fd, raw, sizeof(raw), off);
+	if (n < 0)
+		return -errno;
+	/* Walk back over max_lines newlines (a trailing one does not count). */
+	start = (size_t)n;
+	while (start > 0 && (raw[start - 1] == '\n' || raw[start - 1] == '\r'))
+		start--;
+	while (start > 0) {
+		if (raw[start - 1] == '\n' && ++lines >= max_lines)
+			break;
+		start--;
+	}
+	for (size_t i = start; i < (size_t)n && o + 1 < len; i++) {
+		unsigned char c = (unsigned char)raw[i];
+		if (c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f))
+			buf[o++] = (char)c;
+	}
+	while (o > 0 && buf[o - 1] == '\n')
+		o--;
+	buf[o] = '\0';
+	return 0;
+}
+
+/* 1 when the console log holds the ready line, 0 when not yet, -errno. */
+static int console_ready(const char *path)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *text = NULL;
+	ssize_t n;
+	char *p;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	text = malloc(CONSOLE_SCAN_MAX + 1);
+	if (!text)
+		return -ENOMEM;
+	/* The ready line comes early in a boot; the first 64 KiB hold it. */
+	n = pread(fd, text, CONSOLE_SCAN_MAX, 0);
+	if (n < 0)
+		return -errno;
+	text[n] = '\0';
+	for (p = text; (p = strstr(p, VM_READY_PREFIX)); p++) {
+		char *eol = strpbrk(p, "\r\n");
+		char *ready = strstr(p, VM_READY_SUFFIX);
+		if (ready && (!eol || ready < eol) && (p == text || p[-1] == '\n'))
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether a start failed because QEMU (or the kernel under it) cannot do io_uring. The command
+ * line libvirt quotes in its errors names io_uring anyway: look for QEMU's own words. */
+static bool io_uring_refused(const char *msg)
+{
+	static const char *const words[] = {"Unable to use io_uring", "linux io_uring",
+	                                    "io_uring is not supported", "io uring"};
+
+	for (size_t i = 0; i < ELEMENTSOF(words); i++)
+		if (strcasestr(msg, words[i]))
+			return true;
+	return false;
+}
+
+static void destroy_and_forget(virDomainPtr dom)
+{
+	(void)virDomainDestroy(dom);
+	(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
+}
+
+/* Removes an inactive leftover whose UUID is not the workspace's (an earlier workspace of the
+ * same name). */
+static int drop_stale(virConnectPtr conn, const struct vm_config *c, char *errbuf, size_t errlen)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	char uuid[VIR_UUID_STRING_BUFLEN];
+	int r;
+
+	r = vm_domain_lookup(conn, c->workspace, &dom);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return fail(errbuf, errlen, "cannot look up %s: %s", c->domain_name,
+		            vm_last_error()),
+		       r;
+	if (virDomainGetUUIDString(dom, uuid) < 0)
+		return fail(errbuf, errlen, "%s: %s", c->domain_name, vm_last_error()), -EIO;
+	if (strcasecmp(uuid, c->uuid) == 0)
+		return 0;
+	if (virDomainIsActive(dom) == 1)
+		return fail(errbuf, errlen,
+		            "a domain named %s runs with UUID %s, not this workspace's %s: it is "
+		            "not "
+		            "this workspace's; slate leaves it alone (virsh destroy it if it is "
+		            "stale)",
+		            c->domain_name, uuid, c->uuid),
+		       -EEXIST;
+	log_ws(LOG_NOTICE, c->workspace,
+	       "removing the stale definition of %s (UUID %s, an earlier workspace of this name)",
+	       c->domain_name, uuid);
+	if (virDomainUndefineFlags(dom, UNDEFINE_FLAGS) < 0)
+		return fail(errbuf, errlen, "cannot remove the stale definition of %s: %s",
+		            c->domain_name, vm_last_error()),
+		       -EIO;
+	return 0;
+}
+
+static int define(virConnectPtr conn, const char *template_text, const struct vm_config *c,
+                  virDomainPtr *ret, char *errbuf, size_t errlen)
+{
+	_cleanup_free_ char *xml = NULL;
+	virDomainPtr dom;
+	int r;
+
+	r = vm_xml_build(template_text, c, &xml);
+	if (r < 0)
+		return fail(errbuf, errlen, "cannot build the domain XML from the template: %s",
+		            r == -EINVAL ? "incomplete settings" : "the template is not usable"),
+		       r;
+	dom = virDomainDefineXMLFlags(conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
+	if (!dom)
+		return fail(errbuf, errlen, "libvirt refused the domain definition: %s",
+		            vm_last_error()),
+		       -EINVAL;
+	*ret = dom;
+	return 0;
+}
+
+static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned timeout_s, double t0,
+                      char *errbuf, size_t errlen)
+{
+	char tail[1536] = "";
+	unsigned polls = 0;
+	int r;
+
+	for (;;) {
+		r = console_ready(c->console_log);
+		if (r > 0)
+			return 0;
+		if (r < 0)
+			return fail(errbuf, errlen, "cannot read the console log %s: %s",
+			            c->console_log, strerror(-r)),
+			       r;
+		/* Asking libvirt costs more than reading a file: every tenth poll. */
+		if (++polls % 10 == 0 && virDomainIsActive(dom) != 1) {
+			sleep_ms(100);
+			if (console_ready(c->console_log) > 0)
+				return 0;
+			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
+			return fail(errbuf, errlen,
+			            "the guest stopped before it was ready; the console's last "
+			            "lines:\n%s",
+			            tail),
+			       -ECHILD;
+		}
+		if (now_s() - t0 > timeout_s) {
+			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
+			return fail(errbuf, errlen,
+			            "the guest did not report ready (\"" VM_READY_PREFIX
+			            "<version>" VM_READY_SUFFIX "\") within %u s; it was "
+			            "stopped. The console's last lines:\n%s",
+			            timeout_s, tail),
+			       -ETIMEDOUT;
+		}
+		sleep_ms(POLL_MS);
+	}
+}
+
+int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_config *c,
+            unsigned timeout_s, vm_progress_fn progress, void *userdata, struct vm_boot_result *ret,
+            char *errbuf, size_t errlen)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	struct vm_boot_result res = {.kvm = c->kvm};
+	struct vm_config cc = *c;
+	enum vm_state state = VM_STATE_UNDEFINED;
+	double t0;
+	int r;
+
+	if (timeout_s == 0)
+		timeout_s = VM_DEFAULT_BOOT_TIMEOUT_S;
+	r = drop_stale(conn, c, errbuf, errlen);
+	if (r < 0)
+		return r;
+	r = vm_workspace_state(conn, c->workspace, &state);
+	if (r < 0)
+		return fail(errbuf, errlen, "cannot ask libvirt about %s: %s", c->domain_name,
+		            vm_last_error()),
+		       r;
+	if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
+		res.already_running = true;
+		*ret = res;
+		return 0;
+	}
+
+	if (state == VM_STATE_SUSPENDED) {
+		/* Its saved memory belongs with its saved definition: keep that. */
+		r = vm_domain_lookup(conn, c->workspace, &dom);
+		if (r < 0)
+			return fail(errbuf, errlen, "%s: %s", c->domain_name, vm_last_error()), r;
+		step(progress, userdata, "resuming", "restoring the saved memory");
+		t0 = now_s();
+		if (virDomainCreate(dom) < 0)
+			return fail(errbuf, errlen,
+			            "cannot resume %s from its saved state: %s (slate stop --force "
+			            "discards it)",
+			            c->domain_name, vm_last_error()),
+			       -EIO;
+		res.resumed = true;
+		res.boot_s = now_s() - t0;
+		*ret = res;
+		return 0;
+	}
+
+	snprintf(res.disk_io, sizeof(res.disk_io), "%s", c->disk_io);
+	step(progress, userdata, "defining", c->domain_name);
+	r = define(conn, template_text, &cc, &dom, errbuf, errlen);
+	if (r < 0)
+		return r;
+	/* virtlogd truncates it too (append='off'); never read an earlier boot's ready line. */
+	(void)unlink(c->console_log);
+	step(progress, userdata, "booting", c->kvm ? "KVM" : "TCG (no usable KVM: slower)");
+	t0 = now_s();
+	if (virDomainCreate(dom) < 0) {
+		char first[512];
+
+		(void)snprintf(first, sizeof(first), "%s", vm_last_error());
+		if (!streq(cc.disk_io, "io_uring") || !io_uring_refused(first)) {
+			(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
+			return fail(errbuf, errlen, "cannot start %s: %s", c->domain_name, first),
+			       -EIO;
+		}
+		/* QEMU or the kernel may refuse io_uring (seccomp, sysctl): once with native. */
+		log_ws(LOG_NOTICE, c->workspace, "start with io_uring failed (%s); trying native",
+		       first);
+		virDomainFree(TAKE_PTR(dom));
+		cc.disk_io = "native";
+		r = define(conn, template_text, &cc, &dom, errbuf, errlen);
+		if (r < 0)
+			return r;
+		t0 = now_s();
+		if (virDomainCreate(dom) < 0) {
+			(void)fail(errbuf, errlen, "cannot start %s: %s", c->domain_name,
+			           vm_last_error());
+			(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
+			return -EIO;
+		}
+		vm_disk_io_failed("io_uring");
+		snprintf(res.disk_io, sizeof(res.disk_io), "%s", cc.disk_io);
+	}
+	step(progress, userdata, "waiting", "for the guest's ready line on the console");
+	r = wait_ready(dom, c, timeout_s, t0, errbuf, errlen);
+	if (r < 0) {
+		destroy_and_forget(dom);
+		return r;
+	}
+	res.boot_s = now_s() - t0;
+	*ret = res;
+	return 0;
+}
+
+static int wait_inactive(virDomainPtr dom, double deadline)
+{
+	for (;;) {
+		int a = virDomainIsActive(dom);
+		if (a == 0)
+			return 0;
+		if (a < 0)
+			return -EIO;
+		if (now_s() >= deadline)
+			return -ETIMEDOUT;
+		sleep_ms(100);
+	}
+}
+
+int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, unsigned timeout_s,
+            vm_progress_fn progress, void *userdata, struct vm_stop_result *ret, char *errbuf,
+            size_t errlen)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	struct vm_stop_result res = {0};
+	enum vm_state state;
+	double t0 = now_s();
+	int r;
+
+	r = vm_domain_lookup(conn, workspace, &dom);
+	if (r == -ENOENT) {
+		*ret = res;
+		return 0;
+	}
+	if (r < 0)
+		return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+	r = vm_domain_get_state(dom, &state);
+	if (r < 0)
+		return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+	res.was_running = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED;
+
+	switch (mode) {
+	case VM_STOP_SUSPEND:
+		if (state == VM_STATE_SUSPENDED)
+			break;
+		if (!res.was_running)
+			return fail(errbuf, errlen, "it is not running: nothing to suspend"),
+			       -ENOTCONN;
+		step(progress, userdata, "suspending", "saving the guest's memory (managed save)");
+		if (virDomainManagedSave(dom, 0) < 0)
+			return fail(errbuf, errlen, "managed save failed: %s", vm_last_error()),
+			       -EIO;
+		res.stop_s = now_s() - t0;
+		*ret = res;
+		return 0;
+	case VM_STOP_FORCE:
+		if (res.was_running) {
+			step(progress, userdata, "destroying", "powering off at once");
+			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
+				       -EIO;
+			res.destroyed = true;
+		}
+		break;
+	case VM_STOP_SHUTDOWN:
+		if (state == VM_STATE_SUSPENDED)
+			return fail(errbuf, errlen,
+			            "it is suspended; 'slate start' resumes it, 'slate stop "
+			            "--force' "
+			            "discards its saved memory"),
+			       -EALREADY;
+		if (!res.was_running)
+			break;
+		if (timeout_s == 0)
+			timeout_s = VM_DEFAULT_STOP_TIMEOUT_S;
+		step(progress, userdata, "shutting-down", "ACPI power button");
+		if (state == VM_STATE_PAUSED)
+			(void)virDomainResume(dom);
+		if (virDomainShutdownFlags(dom, VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) < 0)
+			log_ws(LOG_DEBUG, workspace, "ACPI shutdown: %s", vm_last_error());
+		r = wait_inactive(dom, t0 + timeout_s);
+		if (r == -ETIMEDOUT) {
+			char d[96];
+			(void)snprintf(d, sizeof(d), "no power-off within %u s: destroying",
+			               timeout_s);
+			step(progress, userdata, "destroying", d);
+			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
+				       -EIO;
+			res.destroyed = true;
+		} else if (r < 0) {
+			return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+		}
+		break;
+	}
+	/* Stopped: nothing is kept in libvirt but what a suspended workspace needs. */
+	if (virDomainIsPersistent(dom) == 1 && virDomainUndefineFlags(dom, UNDEFINE_FLAGS) < 0)
+		log_ws(LOG_WARNING, workspace, "cannot undefine the stopped domain: %s",
+		       vm_last_error());
+	res.stop_s = now_s() - t0;
+	*ret = res;
+	return 0;
+}

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* A workspace's virtual machine: start, stop, console. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/client.h"
+#include "api/protocol.h"
+#include "slate.h"
+#include "util/fs.h"
+#include "util/json.h"
+#include "version.h"
+#include "workspace/workspace.h"
+
+struct progress_ctx {
+	const struct slate_ctx *ctx;
+	struct timespec t0;
+};
+
+static double elapsed(const struct progress_ctx *p)
+{
+	struct timespec now;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - p->t0.tv_sec) + (double)(now.tv_nsec - p->t0.tv_nsec) / 1e9;
+}
+
+/* Progress goes to stderr, so that stdout holds only the outcome (or the JSON document). */
+static int on_progress(struct json_object *ev, void *userdata)
+{
+	struct progress_ctx *p = userdata;
+	const char *step = "?", *detail = "";
+
+	if (p->ctx->json)
+		return 0;
+	(void)json_get_string(ev, "step", &step);
+	(void)json_get_string(ev, "detail", &detail);
+	fprintf(stderr, "[%5.1fs] %s%s%s\n", elapsed(p), step, *detail ? ": " : "", detail);
+	return 0;
+}
+
+static int check_name(struct slate_ctx *ctx, const char *name)
+{
+	if (workspace_name_check(name) < 0)
+		return slate_usage_error(ctx, "%s: invalid name '%s': %s", ctx->command, name,
+		                         WORKSPACE_NAME_RULE);
+	return 0;
+}
+
+static int parse_timeout(struct slate_ctx *ctx, const char *arg, int64_t *ret)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(arg, &end, 10);
+	if (errno || end == arg || *end || v < 1 || v > 3600)
+		return slate_usage_error(ctx, "%s: --timeout %s: whole seconds, 1 to 3600",
+		                         ctx->command, arg);
+	*ret = v;
+	return 0;
+}
+
+static int call_stream(struct slate_ctx *ctx, const char *name, const char *verb,
+                       struct json_object *body, struct json_object **ret)
+{
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
+	struct progress_ctx p = {.ctx = ctx};
+	struct api_error err;
+	char path[256];
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &p.t0);
+	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/%s", name, verb);
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
+	if (api_client_call(client, "POST", path, body, on_progress, &p, ret, &err) < 0)
+		return slate_api_fail(ctx->command, &err);
+	return 0;
+}
+
+int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_RESET = 1, OPT_ASIS, OPT_TIMEOUT };
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"reset-to-base", no_argument, NULL, OPT_RESET},
+	        {"as-is", no_argument, NULL, OPT_ASIS},
+	        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	        {},
+	};
+	_cleanup_json_ struct json_object *body = json_object_new_object(), *res = NULL;
+	const char *name, *accel = "?";
+	bool reset = false, as_is = false, b = false;
+	double boot_s = 0;
+	int64_t timeout = 0;
+	int c, r;
+
+	if (!body)
+		return slate_fail("start", "out of memory");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		switch (c) {
+		case OPT_RESET:
+			reset = true;
+			break;
+		case OPT_ASIS:
+			as_is = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_timeout(ctx, optarg, &timeout) != 0)
+				return EXIT_USAGE;
+			break;
+		case 'h':
+		case OPT_HELP:
+			printf("Usage: slate start NAME [--reset-to-base|--as-is] [--timeout S]\n"
+			       "Boot the workspace; returns once the guest reports it is ready.\n"
+			       "When the image changed since the workspace was cloned, say what to "
+			       "do:\n"
+			       "  --reset-to-base  a fresh system disk from the new base (home is "
+			       "kept)\n"
+			       "  --as-is          keep the system disk as it is\n"
+			       "  --timeout S      give up (and stop the guest) after S seconds "
+			       "(default 180)\n");
+			return EXIT_SUCCESS;
+		default:
+			return slate_usage_error(ctx, "start: unknown option '%s'",
+			                         argv[optind - 1]);
+		}
+	}
+	if (reset && as_is)
+		return slate_usage_error(ctx,
+		                         "start: --reset-to-base and --as-is exclude each other");
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "start: give exactly one workspace NAME");
+	name = argv[optind];
+	if (check_name(ctx, name) != 0)
+		return EXIT_USAGE;
+	if ((reset && json_add_bool(body, "reset_to_base", true) < 0) ||
+	    (as_is && json_add_bool(body, "as_is", true) < 0) ||
+	    (timeout && json_add_int64(body, "timeout", timeout) < 0))
+		return slate_fail("start", "out of memory");
+	r = call_stream(ctx, name, "start", body, &res);
+	if (r != 0)
+		return r;
+	if (ctx->json) {
+		json_object_object_del(res, "type");
+		return slate_print_json(res), EXIT_SUCCESS;
+	}
+	(void)json_get_string(res, "accelerator", &accel);
+	boot_s = json_object_get_double(json_object_object_get(res, "boot_s"));
+	if (json_get_bool(res, "already_running", &b) >= 0 && b)
+		printf("%s is already running\n", name);
+	else if (json_get_bool(res, "resumed", &b) >= 0 && b)
+		printf("resumed %s in %.1f s (%s)\n", name, boot_s, accel);
+	else
+		printf("started %s in %.1f s (%s)\n", name, boot_s, accel);
+	return EXIT_SUCCESS;
+}
+
+int cmd_stop(struct slate_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_FORCE = 1, OPT_SUSPEND, OPT_TIMEOUT };
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"force", no_argument, NULL, OPT_FORCE},
+	        {"suspend", no_argument, NULL, OPT_SUSPEND},
+	        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	        {},
+	};
+	_cleanup_json_ struct json_object *body = json_object_new_object(), *res = NULL;
+	bool force = false, suspend = false, was = false, destroyed = false;
+	const char *name, *state = "?";
+	int64_t timeout = 0;
+	int c, r;
+
+	if (!body)
+		return slate_fail("stop", "out of memory");
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		switch (c) {
+		case OPT_FORCE:
+			force = true;
+			break;
+		case OPT_SUSPEND:
+			suspend = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_timeout(ctx, optarg, &timeout) != 0)
+				return EXIT_USAGE;
+			break;
+		case 'h':
+		case OPT_HELP:
+			printf("Usage: slate stop NAME [--force|--suspend] [--timeout S]\n"
+			       "Shut the workspace down: the ACPI power button, then power off "
+			       "after "
+			       "S seconds (default 30).\n"
+			       "  --force    power off at once (a suspended workspace loses its "
+			       "saved "
+			       "memory)\n"
+			       "  --suspend  save the guest's memory; the next start resumes it\n");
+			return EXIT_SUCCESS;
+		default:
+			return slate_usage_error(ctx, "stop: unknown option '%s'",
+			                         argv[optind - 1]);
+		}
+	}
+	if (force && suspend)
+		return slate_usage_error(ctx, "stop: --force and --suspend exclude each other");
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "stop: give exactly one workspace NAME");
+	name = argv[optind];
+	if (check_name(ctx, name) != 0)
+		return EXIT_USAGE;
+	if ((force && json_add_bool(body, "force", true) < 0) ||
+	    (suspend && json_add_bool(body, "suspend", true) < 0) ||
+	    (timeout && json_add_int64(body, "timeout", timeout) < 0))
+		return slate_fail("stop", "out of memory");
+	r = call_stream(ctx, name, "stop", body, &res);
+	if (r != 0)
+		return r;
+	if (ctx->json) {
+		json_object_object_del(res, "type");
+		return slate_print_json(res), EXIT_SUCCESS;
+	}
+	(void)json_get_string(res, "state", &state);
+	(void)json_get_bool(res, "was_running", &was);
+	(void)json_get_bool(res, "destroyed", &destroyed);
+	if (streq(state, "suspended"))
+		printf("suspended %s: 'slate start %s' resumes it\n", name, name);
+	else if (!was)
+		printf("%s was not running\n", name);
+	else
+		printf("stopped %s%s\n", name,
+		       destroyed ? (force ? " (powered off)"
+		                          : " (it did not power off in time: powered off)")
+		                 : "");
+	return EXIT_SUCCESS;
+}
+
+/* ---- console: an upgraded connection, then raw bytes both ways ---- */
+
+#define CONSOLE_PROTOCOL "slate-console"
+#define DETACH_KEY 0x1d /* Ctrl-] */
+#define MAX_REPLY_HEAD 16384
+
+static struct termios saved_tio;
+static bool tio_saved;
+
+static void restore_tty(void)
+{
+	if (tio_saved)
+		(void)tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
+	tio_saved = false;
+}
+
+/* Sends the upgrade request; reads the reply head. Returns the socket, or prints and returns
+ * < 0. Bytes after the head (console output already) go to stdout. */
+static int console_connect(struct slate_ctx *ctx, const char *name, CURL *curl)
+{
+	char req[512], head[MAX_REPLY_HEAD + 1], *end;
+	size_t got = 0, n;
+	curl_socket_t sock;
+	unsigned status = 0;
+	CURLcode cc;
+	int fl;
+
+	(void)snprintf(req, sizeof(req),
+	               "POST /v1/workspaces/%s/console HTTP/1.1\r\nHost: slated\r\n"
+	               "Connection: Upgrade\r\nUpgrade: " CONSOLE_PROTOCOL "\r\n"
+	               "%s: %d\r\nContent-Length: 0\r\n\r\n",
+	               name, API_VERSION_HEADER, SLATE_API_VERSION);
+	(void)curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, ctx->socket);
+	(void)curl_easy_setopt(curl, CURLOPT_URL, "http://slated/");
+	(void)curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
+	cc = curl_easy_perform(curl);
+	if (cc != CURLE_OK)
+		return slate_fail("console", "cannot reach slated at %s: %s", ctx->socket,
+		                  curl_easy_strerror(cc)),
+		       -1;
+	if (curl_easy_getinfo(curl, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
+	    sock == CURL_SOCKET_BAD)
+		return slate_fail("console", "no socket"), -1;
+	/* libcurl leaves it non-blocking; from here on it is plain blocking I/O. */
+	fl = fcntl(sock, F_GETFL);
+	if (fl >= 0)
+		(void)fcntl(sock, F_SETFL, fl & ~O_NONBLOCK);
+	if (fs_write_all(sock, req, strlen(req)) < 0)
+		return slate_fail("console", "cannot send the request: %s", strerror(errno)), -1;
+	for (;;) {
+		ssize_t r = read(sock, head + got, MAX_REPLY_HEAD - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		head[got] = '\0';
+		if (strstr(head, "\r\n\r\n") &&
+		    (sscanf(head, "HTTP/1.1 %u", &status) != 1 || status == 101))
+			break;
+		if (got == MAX_REPLY_HEAD)
+			break;
+	}
+	head[got] = '\0';
+	end = strstr(head, "\r\n\r\n");
+	if (!end || sscanf(head, "HTTP/1.1 %u", &status) != 1)
+		return slate_fail("console", "slated's reply is not HTTP"), -1;
+	if (status != 101) {
+		_cleanup_json_ struct json_object *o = NULL;
+		const char *code = NULL, *msg = NULL;
+		struct json_object *e;
+
+		if (json_parse_object(end + 4, strlen(end + 4), MAX_REPLY_HEAD, &o) >= 0 &&
+		    json_get_object(o, "error", &e) >= 0 && api_error_parse(e, &code, &msg) >= 0)
+			return slate_fail("console", "%s", msg), -1;
+		return slate_fail("console", "slated answered HTTP %u", status), -1;
+	}
+	n = got - (size_t)(end + 4 - head);
+	if (n > 0)
+		(void)fs_write_all(STDOUT_FILENO, end + 4, n);
+	return (int)sock;
+}
+
+int cmd_console(struct slate_ctx *ctx, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {},
+	};
+	CURL *curl = NULL;
+	struct pollfd pfd[2];
+	bool tty, in_open = true;
+	const char *name;
+	char buf[4096];
+	int c, sock, rc = EXIT_SUCCESS;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		if (c == 'h' || c == OPT_HELP) {
+			printf("Usage: slate console NAME\n"
+			       "Attach the terminal to the workspace's serial console; Ctrl-] "
+			       "detaches.\n"
+			       "Without a terminal, stdin is sent as it is and output is copied "
+			       "until the guest or slated ends the console.\n");
+			return EXIT_SUCCESS;
+		}
+		return slate_usage_error(ctx, "console: unknown option '%s'", argv[optind - 1]);
+	}
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "console: give exactly one workspace NAME");
+	name = argv[optind];
+	if (check_name(ctx, name) != 0)
+		return EXIT_USAGE;
+	if (ctx->json)
+		return slate_usage_error(ctx, "console: --json makes no sense for a console");
+
+	(void)signal(SIGPIPE, SIG_IGN);
+	curl = curl_easy_init();
+	if (!curl)
+		return slate_fail("console", "out of memory");
+	sock = console_connect(ctx, name, curl);
+	if (sock < 0) {
+		curl_easy_cleanup(curl);
+		return EXIT_FAILURE;
+	}
+	tty = isatty(STDIN_FILENO);
+	if (tty && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
+		struct termios raw = saved_tio;
+		cfmakeraw(&raw);
+		tio_saved = true;
+		atexit(restore_tty);
+		(void)tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
+		fprintf(stderr, "Connected to %s's console; Ctrl-] detaches.\r\n", name);
+	}
+	for (;;) {
+		ssize_t n;
+
+		pfd[0] = (struct pollfd){.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = sock, .events = POLLIN};
+		/* After the input ended, output that pauses for 2 s is taken as the end. */
+		c = poll(pfd, 2, in_open ? -1 : 2000);
+		if (c == 0)
+			break;
+		if (c < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents) {
+			n = read(sock, buf, sizeof(buf));
+			if (n <= 0)
+				break; /* the console ended */
+			if (fs_write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+				break;
+		}
+		if (in_open && pfd[0].revents) {
+			n = read(STDIN_FILENO, buf, sizeof(buf));
+			if (n <= 0) {
+				/* No more input: keep showing output until the console ends. */
+				in_open = false;
+				continue;
+			}
+			if (tty && memchr(buf, DETACH_KEY, (size_t)n)) {
+				n = (char *)memchr(buf, DETACH_KEY, (size_t)n) - buf;
+				if (n > 0)
+					(void)fs_write_all(sock, buf, (size_t)n);
+				break;
+			}
+			if (fs_write_all(sock, buf, (size_t)n) < 0) {
+				rc = EXIT_FAILURE;
+				break;
+			}
+		}
+	}
+	restore_tty();
+	if (tty)
+		fprintf(stderr, "\nDetached from %s's console.\n", name);
+	curl_easy_cleanup(curl);
+	return rc;
+}

@@ -1,0 +1,217 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Catalog images end to end, through the real daemon and client: the locally built test image
+# served as a catalog image (zstd-compressed disk, kernel, initrd) by an HTTP server on 127.0.0.1,
+# in a catalog signed with a key from `slate-catalog keygen` that slated trusts through its
+# trusted-keys directory. catalog update, image pull (sparse expansion, postinstall steps listed
+# and recorded as pending), image ls (signed), create from it, image verify; then the attacks:
+# a flipped byte in the installed disk (verify fails), a wrong artifact (pull refused, base
+# unchanged), an endless artifact (stopped at the declared size), a dropped connection (the retry
+# resumes with a Range request, seen in the server's log), rollback, expired, unsigned and
+# untrusted catalogs (refused). Run through tests/integration/run-one, which sources lib.sh.
+# shellcheck disable=SC2154
+set -euo pipefail
+
+ensure_libvirt
+ensure_test_image
+command -v python3 >/dev/null || skip "python3 not found (apt-get install python3)"
+command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
+
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+sc=$top_builddir/slate-catalog
+work=$test_tmpdir
+srv=$work/srv
+mkdir -p "$srv" "$work/keys" "$work/run"
+daemon_pid=
+server_pid=
+
+stop_all() {
+    [ -n "$daemon_pid" ] && { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
+    [ -n "$server_pid" ] && { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; }
+    daemon_pid= server_pid=
+}
+on_exit stop_all_now
+stop_all_now() { stop_all; }
+
+s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
+print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
+expect_fail() { # rc pattern command...
+    local want=$1 pat=$2 rc=0
+    shift 2
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
+    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
+}
+
+# The artifacts: the test image's disk compressed with zstd, its kernel and initrd as they are.
+log "compressing the test image's disk"
+zstd -q -T0 -3 "$test_image_dir/disk.img" -o "$srv/disk.img.zst"
+cp "$test_image_dir/vmlinuz" "$test_image_dir/initrd.img" "$srv/"
+head -c 3000000 /dev/urandom >"$srv/wrong.bin"
+size() { stat -c %s "$1"; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+disk_size=$(size "$srv/disk.img.zst") disk_sha=$(sha "$srv/disk.img.zst")
+raw_size=$(size "$test_image_dir/disk.img")
+k_size=$(size "$srv/vmlinuz") k_sha=$(sha "$srv/vmlinuz")
+i_size=$(size "$srv/initrd.img") i_sha=$(sha "$srv/initrd.img")
+
+# image_entry ID VERSION DISK-URL [DISK-SIZE [DISK-SHA]]
+image_entry() {
+    cat <<EOF2
+    {
+      "id": "$1", "version": $2, "description": "the slate test image, from a catalog",
+      "disk": {"url": "$3", "size": ${4:-$disk_size}, "uncompressedSize": $raw_size,
+               "sha256": "${5:-$disk_sha}", "compression": "zstd", "format": "raw"},
+      "boot": {"type": "kernel",
+               "kernel": {"url": "vmlinuz", "size": $k_size, "sha256": "$k_sha"},
+               "initrd": {"url": "initrd.img", "size": $i_size, "sha256": "$i_sha"},
+               "cmdline": "console=ttyS0"},
+      "postinstall": [
+        {"uuid": "6f0e5c8a-2b1d-4e3f-a5b6-c7d8e9f0a1b2", "seq": 1,
+         "description": "say hello", "command": "echo hello > /etc/motd"}
+      ]
+    }
+EOF2
+}
+# write_catalog FILE VERSION EXPIRES IMAGE-ENTRIES...
+write_catalog() {
+    local f=$1 v=$2 exp=$3 first=1
+    shift 3
+    {
+        printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
+        printf ' "version": %s, "signedAt": "2019-01-01T00:00:00Z", "expires": "%s",\n "images": [\n' "$v" "$exp"
+        for e in "$@"; do
+            [ $first = 1 ] || printf ',\n'
+            first=0
+            printf '%s' "$e"
+        done
+        printf '\n]}\n'
+    } >"$f"
+}
+publish() { # VERSION EXPIRES [KEY] IMAGES... -> $srv/stable.json(.sig)
+    local v=$1 exp=$2 key=$3
+    shift 3
+    write_catalog "$srv/stable.json" "$v" "$exp" "$@"
+    rm -f "$srv/stable.json.sig"
+    case $key in
+    none) ;;
+    *.pem) # OpenSSL, an independent Ed25519 implementation (and it signs expired catalogs)
+        local keyid
+        keyid=$(openssl pkey -in "$key" -pubout -outform DER | tail -c 32 |
+            openssl dgst -sha256 -binary | head -c 8 | od -An -tx1 | tr -d ' \n')
+        { printf 'slate-catalog-v1\0channel=stable\0'; cat "$srv/stable.json"; } >"$work/msg"
+        openssl pkeyutl -sign -rawin -inkey "$key" -in "$work/msg" -out "$work/sig.bin"
+        printf 'slate-catalog-sig-v1 %s %s\n' "$keyid" "$(base64 -w0 "$work/sig.bin")" >"$srv/stable.json.sig"
+        ;;
+    *) "$sc" sign --key "$key" --channel stable "$srv/stable.json" >/dev/null ;;
+    esac
+}
+
+"$sc" keygen "$work/pub.secret" "$work/keys/publisher.pub" >/dev/null
+"$sc" keygen "$work/other.secret" "$work/other.pub" >/dev/null
+command -v openssl >/dev/null || skip "openssl not found (apt-get install openssl)"
+openssl genpkey -algorithm ed25519 -out "$work/ossl.pem" 2>/dev/null
+openssl pkey -in "$work/ossl.pem" -pubout -out "$work/keys/openssl.pub"
+
+# The server: 127.0.0.1 only, an ephemeral port; its log shows every request's Range header.
+python3 "$top_srcdir/tests/unit/fetch-server.py" "$srv" "$work/port" "$work/requests.log" &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+[ -s "$work/port" ] || fail "the HTTP server did not start"
+url=http://127.0.0.1:$(cat "$work/port")
+
+# The daemon, trusting the publisher's key, on a loop-mounted btrfs.
+mnt=$(make_loop_fs btrfs pull 3G)
+cat >"$work/slate.conf" <<EOF2
+trusted-keys = $work/keys
+channel = stable
+EOF2
+"$slated" --foreground --config "$work/slate.conf" --state-dir "$mnt/state" \
+    --runtime-dir "$work/run" --log-level debug 2>>"$work/slated.log" &
+daemon_pid=$!
+for _ in $(seq 200); do [ -S "$work/run/slated.sock" ] && break; sleep 0.05; done
+[ -S "$work/run/slated.sock" ] || { tail -20 "$work/slated.log"; fail "slated did not come up"; }
+
+# catalog update, pull, ls, create, verify.
+publish 5 2099-01-01T00:00:00Z "$work/pub.secret" "$(image_entry test 1 disk.img.zst)" \
+    "$(image_entry flaky 1 drop/disk.img.zst)" \
+    "$(image_entry endless 1 disk.img.zst | sed "s|\"url\": \"vmlinuz\", \"size\": $k_size|\"url\": \"endless\", \"size\": 1048576|")" \
+    "$(image_entry wrong 1 wrong.bin "$(size "$srv/wrong.bin")")"
+s catalog update --from "$url/stable.json" | grep -q "catalog stable version 5" ||
+    fail "catalog update: $(s catalog update --from "$url/stable.json" 2>&1)"
+[ "$(s catalog show --json | jget version)" = 5 ] || fail "catalog show"
+expect_fail 2 "pass --yes" s image pull test </dev/null
+grep -q "say hello" "$work/out" || fail "pull does not list the postinstall step"
+s image pull test --yes >"$work/pull.out" 2>"$work/pull.err" ||
+    fail "image pull: $(cat "$work/pull.err"; tail -5 "$work/slated.log")"
+grep -q "recorded as pending (accepted, NOT run)" "$work/pull.out" || fail "pull output: $(cat "$work/pull.out")"
+grep -q "arrives with the VM work" "$work/pull.out" || fail "pull output: $(cat "$work/pull.out")"
+json=$(s image ls --json)
+[ "$(jget images.0.id <<<"$json")" = test ] || fail "image ls: $json"
+[ "$(jget images.0.local <<<"$json")" = false ] || fail "pulled image marked local"
+[ "$(jget images.0.signed <<<"$json")" = true ] || fail "pulled image not marked signed"
+s image ls | grep -q "^test .*catalog/signed" || fail "image ls text: $(s image ls)"
+img=$mnt/state/images/test
+[ "$(sha "$img/disk.img")" = "$(sha "$test_image_dir/disk.img")" ] || fail "installed disk differs from the test image"
+[ "$(jget images.0.sha256 <<<"$json")" = "$(sha "$test_image_dir/disk.img")" ] || fail "recorded sha256"
+[ "$(du -k "$img/disk.img" | cut -f1)" -lt $((64 * 1024)) ] || fail "the disk was not expanded sparsely: $(du -h "$img/disk.img")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["postinstall"]; assert len(p["pending"])==1 and p["consent"] and not p["applied"], p' \
+    "$img/catalog.json" || fail "postinstall steps not recorded as pending"
+s image pull test --yes | grep -q "up to date" || fail "a second pull downloaded again"
+s create ws1 --image test >/dev/null
+s image verify | grep -q "^test: OK" || fail "verify: $(s image verify 2>&1)"
+s image verify test --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["failed"]==0 and d["images"][0]["catalog"]=="current", d' ||
+    fail "verify --json"
+
+# A dropped connection: the second try resumes with a Range request.
+: >"$work/requests.log"
+s image pull flaky --yes >/dev/null 2>"$work/err" || fail "pull with a dropped connection: $(cat "$work/err")"
+grep -q "^GET /drop/disk.img.zst -$" "$work/requests.log" || fail "no first request: $(cat "$work/requests.log")"
+grep -q "^GET /drop/disk.img.zst bytes=[1-9][0-9]*-$" "$work/requests.log" ||
+    fail "the retry did not resume with Range: $(cat "$work/requests.log")"
+grep -q "^GET /stable.json " "$work/requests.log" || fail "the catalog was not fetched again between tries"
+s image verify flaky | grep -q "^flaky: OK" || fail "verify of the resumed image"
+
+# An endless artifact: stopped at the declared size, nothing installed.
+expect_fail 1 "more than the declared 1048576 bytes" s image pull endless --yes
+[ ! -e "$mnt/state/images/endless" ] || fail "an endless artifact was installed"
+# A wrong artifact: refused, nothing installed; a replaced image stays as it was.
+expect_fail 1 "differs from the declared" s image pull wrong --yes
+[ ! -e "$mnt/state/images/wrong" ] || fail "a wrong artifact was installed"
+publish 6 2099-01-01T00:00:00Z "$work/pub.secret" \
+    "$(image_entry test 2 wrong.bin "$(size "$srv/wrong.bin")")"
+s catalog update >/dev/null
+expect_fail 1 "differs from the declared" s image pull test --yes
+[ "$(s image ls --json | jget images.1.version)" = 1 ] || fail "the base changed after a refused pull"
+s image verify test | grep -q "^test: OK" || fail "the base does not verify after a refused pull"
+ls "$mnt/state/images" | grep -q "^\.tmp-" && fail "a staging directory was left behind"
+
+# Tampering with the installed disk: verify fails.
+chmod u+w "$img/disk.img"
+printf '\x5a' | dd of="$img/disk.img" bs=1 seek=$((1 << 20)) conv=notrunc status=none
+expect_fail 1 "failed verification" s image verify test
+grep -q "^test: FAILED: disk.img has sha256" "$work/out" || fail "verify output: $(cat "$work/out")"
+
+# Catalog refusals: rollback, expired, unsigned, untrusted.
+publish 4 2099-01-01T00:00:00Z "$work/pub.secret" "$(image_entry test 1 disk.img.zst)"
+expect_fail 1 "rollback\|lower than" s catalog update
+publish 7 2020-01-01T00:00:00Z "$work/ossl.pem" "$(image_entry test 1 disk.img.zst)"
+expect_fail 1 "expired" s catalog update
+# The same catalog unexpired, signed by OpenSSL with a trusted key, is fine.
+publish 7 2099-01-01T00:00:00Z "$work/ossl.pem" "$(image_entry test 1 disk.img.zst)"
+s catalog update | grep -q "version 7" || fail "an OpenSSL-signed catalog was refused"
+publish 8 2099-01-01T00:00:00Z none "$(image_entry test 1 disk.img.zst)"
+expect_fail 1 "signature" s catalog update
+publish 8 2099-01-01T00:00:00Z "$work/other.secret" "$(image_entry test 1 disk.img.zst)"
+expect_fail 1 "not trusted" s catalog update
+[ "$(s catalog show --json | jget version)" = 7 ] || fail "a refused catalog replaced the accepted one"
+# Only root names a source.
+chmod 0755 "$work/run"
+chmod 0666 "$work/run/slated.sock"
+expect_fail 1 "only root" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" catalog update --from "$url/stable.json"
+s rm ws1 --yes >/dev/null
+stop_all

@@ -1,0 +1,170 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# One libvirt domain per workspace, through the real daemon and client, on the test image (TCG
+# where KVM does not run guests): start (ready line), virsh's view (metadata, no interface), the
+# console both ways, stop (ACPI then destroy), --force, --suspend and resume, rm refusing a
+# running workspace, a guest-initiated poweroff noticed through domain events, kill -9 of slated
+# while a domain runs (picked up again), a compromised workspace refusing to start until wiped,
+# start after a wipe re-cloning the disk, and base drift refused without --reset-to-base/--as-is.
+# Run through tests/integration/run-one, which sources lib.sh.
+set -euo pipefail
+
+ensure_libvirt
+ensure_test_image
+
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+work=$test_tmpdir
+daemon_pid=
+stop_daemon() {
+    [ -n "$daemon_pid" ] || return 0
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+}
+start_daemon() {
+    rm -f "$work/run/slated.sock"
+    "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
+        2>>"$work/slated.log" &
+    daemon_pid=$!
+    for _ in $(seq 200); do
+        [ -S "$work/run/slated.sock" ] && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
+        sleep 0.05
+    done
+    fail "slated did not come up"
+}
+s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
+print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
+state_of() { s describe "$1" --json | jget state; }
+expect_fail() { # pattern command...
+    local pat=$1 rc=0
+    shift
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    [ "$rc" = 1 ] || fail "'$*' exited $rc, want 1: $(cat "$work/err")"
+    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
+}
+# console NAME COMMAND: types COMMAND on the serial console, prints what came back.
+console() {
+    { sleep 0.3; printf '\n%s\n' "$2"; sleep 1.5; } | timeout 30 "$slate" --socket "$work/run/slated.sock" console "$1" | tr -d '\r'
+}
+cleanup_domains() {
+    local d
+    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
+    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
+}
+on_exit cleanup_domains
+on_exit stop_daemon
+# Unique per run: another checkout's make check may drive the same libvirtd at the same time.
+ws=vmt-$$
+
+mnt=$(make_loop_fs btrfs vm 2G)
+state=$mnt/state
+start_daemon
+s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
+    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
+
+# Start: returns once the guest is ready; virsh sees the domain, slate's metadata, no NIC.
+t0=$SECONDS
+s start $ws >"$work/out" 2>"$work/progress" || fail "start: $(cat "$work/progress")"
+log "first boot: $(cat "$work/out") (wall $((SECONDS - t0)) s)"
+grep -q "^started $ws in" "$work/out" || fail "start output: $(cat "$work/out")"
+grep -q "booting" "$work/progress" || fail "no progress shown: $(cat "$work/progress")"
+[ "$(state_of $ws)" = running ] || fail "describe does not say running"
+accel=$(s describe $ws --json | jget accelerator)
+case "$accel" in kvm | tcg) ;; *) fail "accelerator '$accel'" ;; esac
+[ "$(v domstate slate-$ws)" = running ] || fail "virsh domstate: $(v domstate slate-$ws)"
+v list --name | grep -qx slate-$ws || fail "virsh list lacks slate-$ws"
+v dumpxml slate-$ws >"$work/dom.xml"
+grep -q "<slate:workspace xmlns:slate=\"https://slate.dev/xmlns/libvirt/1\" name=\"$ws\"" "$work/dom.xml" ||
+    fail "dumpxml lacks slate's metadata"
+grep -q "<interface" "$work/dom.xml" && fail "the domain has a network interface"
+grep -q "cache='none'.*discard='unmap' detect_zeroes='unmap'" "$work/dom.xml" || fail "disk driver options"
+grep -q "name='org.slate.channel.0'" "$work/dom.xml" || fail "no guest channel"
+grep -q "freePageReporting='on'" "$work/dom.xml" || fail "no free page reporting"
+[ "$(v domuuid slate-$ws)" = "$(s describe $ws --json | jget uuid)" ] || fail "domain UUID is not the workspace's"
+grep -q "slate-guest .*: ready" "$work/run/vm/$ws/console.log" || fail "console log lacks the ready line"
+
+# rm, reset and wipe refuse a running workspace and name slate stop.
+expect_fail "is running: stop it first (slate stop)" s rm $ws --yes
+expect_fail "is running: stop it first (slate stop)" s reset $ws --yes
+s start $ws | grep -q "already running" || fail "a second start is not a no-op"
+
+# The console, both ways; a file written now survives a stop.
+console $ws 'echo kept >/root/marker; sync; echo console-$((6*7))' >"$work/console.out"
+grep -q "^console-42" "$work/console.out" || fail "console round trip: $(cat "$work/console.out")"
+
+# Stop: the test image's busybox init ignores the ACPI button, so this powers off after 2 s.
+s stop $ws --timeout 2 | grep -q "stopped $ws" || fail "stop output"
+[ "$(state_of $ws)" = stopped ] || fail "stopped workspace says $(state_of $ws)"
+v domstate slate-$ws >/dev/null 2>&1 && fail "a stopped workspace keeps its domain defined"
+
+# Start again: the disk is the workspace's own (the marker is there); then --force.
+s start $ws >/dev/null
+console $ws 'cat /root/marker' | grep -q "^kept" || fail "the marker did not survive a stop"
+s stop $ws --force | grep -q "powered off" || fail "stop --force output"
+[ "$(state_of $ws)" = stopped ] || fail "after --force"
+
+# Suspend and resume: the next start restores the memory instead of booting.
+s start $ws >/dev/null
+console $ws 'export SLATE_MEM=remembered' >/dev/null
+t0=$(date +%s%N)
+s stop $ws --suspend | grep -q "suspended $ws" || fail "stop --suspend output"
+log "managed save: $((($(date +%s%N) - t0) / 1000000)) ms"
+[ "$(state_of $ws)" = suspended ] || fail "suspended workspace says $(state_of $ws)"
+[ "$(v domstate slate-$ws)" = "shut off" ] || fail "virsh domstate of a suspended domain"
+expect_fail "is running: stop it first" s reset $ws --yes
+s start $ws | grep -q "^resumed $ws" || fail "start did not resume"
+console $ws 'echo "mem=$SLATE_MEM"' | grep -q "^mem=remembered" || fail "resume lost the shell's memory"
+
+# kill -9 of slated while the domain runs: it keeps running and is picked up again.
+kill -9 "$daemon_pid"
+wait "$daemon_pid" 2>/dev/null || true
+daemon_pid=
+[ "$(v domstate slate-$ws)" = running ] || fail "the domain died with slated"
+start_daemon
+grep -q "picked up running domain slate-$ws" "$work/slated.log" || fail "not picked up"
+[ "$(state_of $ws)" = running ] || fail "after restart: $(state_of $ws)"
+
+# A poweroff from inside the guest is noticed (domain events) and the domain is undefined.
+console $ws 'poweroff -f' >/dev/null || true
+for _ in $(seq 50); do
+    v domstate slate-$ws >/dev/null 2>&1 || break
+    sleep 0.2
+done
+grep -q "slate-$ws stopped (the guest powered off)" "$work/slated.log" || fail "guest poweroff not noticed"
+[ "$(state_of $ws)" = stopped ] || fail "after guest poweroff: $(state_of $ws)"
+v domstate slate-$ws >/dev/null 2>&1 && fail "the powered-off domain is still defined"
+
+# A compromised workspace refuses to start until wiped; after the wipe, start re-clones.
+stop_daemon
+python3 - "$state/workspaces/$ws/workspace.json" <<'PY'
+import json, sys
+p = sys.argv[1]; w = json.load(open(p))
+w.update(compromised=True, compromisedAt=1, compromisedHost="evil.example")
+open(p, "w").write(json.dumps(w))
+PY
+start_daemon
+expect_fail "slate wipe $ws" s start $ws
+v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace got a domain"
+s wipe $ws --yes >/dev/null
+s start $ws >/dev/null || fail "start after wipe"
+console $ws 'ls /root/marker' | grep -q "No such file" || fail "start after wipe did not re-clone the disk"
+s stop $ws --force >/dev/null
+
+# Base drift: a replaced image makes start ask for --reset-to-base or --as-is.
+s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
+    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" --replace >/dev/null
+expect_fail "reset-to-base.*as-is" s start $ws
+s start $ws --as-is >/dev/null 2>&1 || fail "start --as-is"
+s stop $ws --force >/dev/null
+s rm $ws --yes >/dev/null
+# Other runs' domains may be orphans to this daemon; none may be ours.
+s doctor --json | python3 -c 'import json,sys; c={x["check"]:x for x in json.load(sys.stdin)["checks"]}; assert "slate-"+sys.argv[1]+" " not in c["domains"]["detail"], c["domains"]' "$ws" ||
+    fail "doctor reports $ws's domain as an orphan"
+stop_daemon
+echo "vm: all checks passed"

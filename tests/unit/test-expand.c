@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+
+/*
+ * Streaming expansion: round trips through none, gzip, zstd and xz (compressed here with the
+ * same libraries) into sparse files, fed whole and in odd-sized pieces; holes stay holes, the
+ * output and its SHA-256 are exact; truncated, corrupt, trailing-garbage and wrong-size streams
+ * are refused.
+ */
+
+#include <fcntl.h>
+#include <lzma.h>
+#include <openssl/evp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cmocka.h>
+
+#include "image/expand.h"
+#include "util/error.h"
+
+#define MIB (1024u * 1024u)
+#define RAW_SIZE (24u * MIB + 123u)
+
+static uint8_t *raw;
+static uint8_t raw_sha[32];
+static char dir[64];
+
+static void fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+static int setup(void **state)
+{
+	unsigned mdlen;
+
+	raw = calloc(1, RAW_SIZE);
+	if (!raw)
+		return -1;
+	/* Data in three places, zeros (future holes) everywhere else. */
+	fill_random(raw + 1 * MIB, 2 * MIB, 1);
+	fill_random(raw + 10 * MIB + 5, 3 * 4096, 2);
+	fill_random(raw + RAW_SIZE - 100, 100, 3);
+	if (EVP_Digest(raw, RAW_SIZE, raw_sha, &mdlen, EVP_sha256(), NULL) != 1)
+		return -1;
+	(void)snprintf(dir, sizeof(dir), "%s", "/tmp/test-expand.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	free(raw);
+	(void)rmdir(dir);
+	return 0;
+}
+
+static uint8_t *compress_raw(enum catalog_compression c, size_t *ret_len)
+{
+	uint8_t *out = NULL;
+	size_t cap = RAW_SIZE + RAW_SIZE / 8 + (1u << 16);
+
+	out = malloc(cap);
+	assert_non_null(out);
+	switch (c) {
+	case CATALOG_COMPRESSION_NONE:
+		memcpy(out, raw, RAW_SIZE);
+		*ret_len = RAW_SIZE;
+		break;
+	case CATALOG_COMPRESSION_GZIP: {
+		z_stream z = {0};
+		assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
+		                 Z_OK);
+		z.next_in = raw;
+		z.avail_in = RAW_SIZE;
+		z.next_out = out;
+		z.avail_out = (uInt)cap;
+		assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+		*ret_len = z.total_out;
+		deflateEnd(&z);
+		break;
+	}
+	case CATALOG_COMPRESSION_ZSTD: {
+		size_t n = ZSTD_compress(out, cap, raw, RAW_SIZE, 3);
+		assert_false(ZSTD_isError(n));
+		*ret_len = n;
+		break;
+	}
+	case CATALOG_COMPRESSION_XZ: {
+		size_t pos = 0;
+		assert_int_equal(lzma_easy_buffer_encode(1, LZMA_CHECK_CRC64, NULL, raw, RAW_SIZE,
+		                                         out, &pos, cap),
+		                 LZMA_OK);
+		*ret_len = pos;
+		break;
+	}
+	}
+	return out;
+}
+
+static int out_file(const char *name)
+{
+	char path[128];
+	int fd;
+
+	(void)snprintf(path, sizeof(path), "%s/%s", dir, name);
+	(void)unlink(path);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	(void)unlink(path); /* the fd is enough */
+	return fd;
+}
+
+/* Expands comp (len bytes) in pieces of at most piece bytes (0: all at once). */
+static int expand_pieces(enum catalog_compression c, const uint8_t *comp, size_t len, int fd,
+                         uint64_t size, size_t piece, uint8_t sha[32])
+{
+	struct expand *e = NULL;
+	uint32_t seed = 7;
+	size_t off = 0;
+	int r;
+
+	r = expand_new(c, fd, size, &e);
+	if (r < 0)
+		return r;
+	while (off < len) {
+		size_t n = len - off;
+		if (piece) {
+			seed = seed * 1103515245u + 12345u;
+			n = 1 + (seed >> 8) % piece;
+			if (n > len - off)
+				n = len - off;
+		}
+		r = expand_write(e, comp + off, n);
+		if (r < 0)
+			goto out;
+		off += n;
+	}
+	r = expand_finish(e, sha);
+out:
+	expand_free(e);
+	return r;
+}
+
+static void check_output(int fd)
+{
+	struct stat st;
+	uint8_t *back = malloc(RAW_SIZE);
+
+	assert_non_null(back);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, RAW_SIZE);
+	assert_int_equal(pread(fd, back, RAW_SIZE, 0), RAW_SIZE);
+	assert_memory_equal(back, raw, RAW_SIZE);
+	free(back);
+	/* About 2 MiB of data; the 22 MiB of zeros are holes (some slack for metadata). */
+	assert_true((uint64_t)st.st_blocks * 512 < 3 * MIB);
+}
+
+static void round_trip(enum catalog_compression c)
+{
+	size_t len;
+	uint8_t *comp = compress_raw(c, &len);
+	size_t pieces[] = {0, 7001, 65536};
+
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		uint8_t sha[32] = {0};
+		int fd = out_file("rt");
+
+		assert_int_equal(expand_pieces(c, comp, len, fd, RAW_SIZE, pieces[i], sha), 0);
+		assert_memory_equal(sha, raw_sha, 32);
+		check_output(fd);
+		close(fd);
+	}
+	free(comp);
+}
+
+static void test_none(void **state)
+{
+	round_trip(CATALOG_COMPRESSION_NONE);
+}
+static void test_gzip(void **state)
+{
+	round_trip(CATALOG_COMPRESSION_GZIP);
+}
+static void test_zstd(void **state)
+{
+	round_trip(CATALOG_COMPRESSION_ZSTD);
+}
+static void test_xz(void **state)
+{
+	round_trip(CATALOG_COMPRESSION_XZ);
+}
+
+static void refusals(enum catalog_compression c)
+{
+	size_t len;
+	uint8_t *comp = compress_raw(c, &len), *bad;
+	uint8_t sha[32];
+	int fd, r;
+
+	/* Truncated. */
+	fd = out_file("tr");
+	r = expand_pieces(c, comp, len - 10, fd, RAW_SIZE, 0, sha);
+	assert_int_equal(r, c == CATALOG_COMPRESSION_NONE ? SLATE_ERR_SIZE_MISMATCH
+	                                                  : SLATE_ERR_INVALID_FORMAT);
+	close(fd);
+	/* Declared smaller than it expands to: stopped at once. */
+	fd = out_file("small");
+	assert_int_equal(expand_pieces(c, comp, len, fd, RAW_SIZE - 1, 4096, sha),
+	                 SLATE_ERR_SIZE_MISMATCH);
+	close(fd);
+	/* Declared larger. */
+	fd = out_file("large");
+	assert_int_equal(expand_pieces(c, comp, len, fd, RAW_SIZE + 1, 0, sha),
+	                 SLATE_ERR_SIZE_MISMATCH);
+	close(fd);
+	if (c == CATALOG_COMPRESSION_NONE) {
+		free(comp);
+		return;
+	}
+	/* A corrupt header; for gzip and xz also a flipped byte inside (their CRCs). */
+	bad = malloc(len + 16);
+	assert_non_null(bad);
+	memcpy(bad, comp, len);
+	bad[0] ^= 0xff;
+	fd = out_file("hdr");
+	assert_int_equal(expand_pieces(c, bad, len, fd, RAW_SIZE, 0, sha),
+	                 SLATE_ERR_INVALID_FORMAT);
+	close(fd);
+	if (c != CATALOG_COMPRESSION_ZSTD) {
+		memcpy(bad, comp, len);
+		bad[len / 2] ^= 0x01;
+		fd = out_file("mid");
+		r = expand_pieces(c, bad, len, fd, RAW_SIZE, 0, sha);
+		assert_true(r == SLATE_ERR_INVALID_FORMAT || r == SLATE_ERR_SIZE_MISMATCH);
+		close(fd);
+	}
+	/* Trailing garbage after a complete stream. */
+	memcpy(bad, comp, len);
+	memcpy(bad + len, "garbage-garbage!", 16);
+	fd = out_file("trail");
+	r = expand_pieces(c, bad, len + 16, fd, RAW_SIZE, 0, sha);
+	assert_true(r == SLATE_ERR_INVALID_FORMAT || r == SLATE_ERR_SIZE_MISMATCH);
+	close(fd);
+	free(bad);
+	free(comp);
+}
+
+static void test_refuse_none(void **state)
+{
+	refusals(CATALOG_COMPRESSION_NONE);
+}
+static void test_refuse_gzip(void **state)
+{
+	refusals(CATALOG_COMPRESSION_GZIP);
+}
+static void test_refuse_zstd(void **state)
+{
+	refusals(CATALOG_COMPRESSION_ZSTD);
+}
+static void test_refuse_xz(void **state)
+{
+	refusals(CATALOG_COMPRESSION_XZ);
+}
+
+static void test_expand_fd(void **state)
+{
+	size_t len;
+	uint8_t *comp = compress_raw(CATALOG_COMPRESSION_ZSTD, &len), sha[32];
+	int in = out_file("in"), out = out_file("out");
+
+	assert_int_equal(pwrite(in, comp, len, 0), (ssize_t)len);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	assert_int_equal(expand_fd(CATALOG_COMPRESSION_ZSTD, in, out, RAW_SIZE, sha), 0);
+	assert_memory_equal(sha, raw_sha, 32);
+	check_output(out);
+	close(in);
+	close(out);
+	free(comp);
+	assert_int_equal(expand_new(CATALOG_COMPRESSION_ZSTD, -1, 1, &(struct expand *){NULL}),
+	                 -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_none),        cmocka_unit_test(test_gzip),
+	        cmocka_unit_test(test_zstd),        cmocka_unit_test(test_xz),
+	        cmocka_unit_test(test_refuse_none), cmocka_unit_test(test_refuse_gzip),
+	        cmocka_unit_test(test_refuse_zstd), cmocka_unit_test(test_refuse_xz),
+	        cmocka_unit_test(test_expand_fd),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+
+/*
+ * Downloads against tests/unit/fetch-server.py on 127.0.0.1 (an ephemeral port; skipped when
+ * python3 is missing): whole files, Range resume (the server's log shows the header), a
+ * connection dropped half-way and resumed, a server that ignores Range, endless bodies with and
+ * without Content-Length stopped at the declared size, 404, redirects (to file:// refused),
+ * file:// URLs, local documents and their size cap, relative URL resolution.
+ */
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "image/fetch.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/fs.h"
+
+#define FILE_SIZE (3u * 1024u * 1024u + 17u)
+
+extern char **environ;
+
+static char dir[64], port_file[128], log_file[128], data_path[128];
+static char base[64];
+static pid_t server = -1;
+static uint8_t *data;
+
+struct sink {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static int sink_write(const void *p, size_t n, void *ud)
+{
+	struct sink *s = ud;
+
+	if (s->n + n > s->cap)
+		return -ENOSPC;
+	memcpy(s->p + s->n, p, n);
+	s->n += n;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	char script[512], python[] = "python3";
+	char *argv[] = {python, script, dir, port_file, log_file, NULL};
+	int fd;
+
+	if (access("/usr/bin/python3", X_OK) != 0)
+		return -1;
+	(void)snprintf(dir, sizeof(dir), "/tmp/test-fetch.XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	(void)snprintf(port_file, sizeof(port_file), "%s/port", dir);
+	(void)snprintf(log_file, sizeof(log_file), "%s/requests.log", dir);
+	(void)snprintf(data_path, sizeof(data_path), "%s/data.bin", dir);
+	(void)snprintf(script, sizeof(script), "%s/unit/fetch-server.py", TEST_DATA_DIR "/..");
+	data = malloc(FILE_SIZE);
+	if (!data)
+		return -1;
+	for (size_t i = 0; i < FILE_SIZE; i++)
+		data[i] = (uint8_t)(i * 7 + i / 4096);
+	fd = open(data_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || fs_write_all(fd, data, FILE_SIZE) < 0)
+		return -1;
+	close(fd);
+	if (posix_spawnp(&server, "python3", NULL, NULL, argv, environ) != 0)
+		return -1;
+	for (int i = 0; i < 200; i++) {
+		struct buf *b = NULL;
+		if (fs_read_file_at(AT_FDCWD, port_file, 32, &b) == 0) {
+			char *s = buf_dup_string(b);
+			(void)snprintf(base, sizeof(base), "http://127.0.0.1:%s", s);
+			free(s);
+			buf_free(b);
+			return 0;
+		}
+		(void)nanosleep(&(struct timespec){0, 50000000}, NULL);
+	}
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	if (server > 0) {
+		(void)kill(server, SIGTERM);
+		(void)waitpid(server, NULL, 0);
+	}
+	free(data);
+	(void)snprintf(cmd, sizeof(cmd), "%s/port", dir);
+	(void)unlink(cmd);
+	(void)unlink(log_file);
+	(void)unlink(data_path);
+	(void)rmdir(dir);
+	return 0;
+}
+
+/* Returns whether the request log has a line containing s. */
+static bool logged(const char *s)
+{
+	struct buf *b = NULL;
+	char *text;
+	bool found;
+
+	if (fs_read_file_at(AT_FDCWD, log_file, 1 << 20, &b) < 0)
+		return false;
+	text = buf_dup_string(b);
+	found = text && strstr(text, s);
+	free(text);
+	buf_free(b);
+	return found;
+}
+
+static int get(const char *path, uint64_t offset, uint64_t max, struct sink *s)
+{
+	char url[256];
+	struct fetch_request req;
+	struct catalog_error err = {};
+
+	(void)snprintf(url, sizeof(url), "%s%s", path[0] == '/' ? base : "", path);
+	req = (struct fetch_request){
+	        .url = url, .offset = offset, .max_size = max, .write = sink_write, .ud = s};
+	return fetch_once(&req, &err);
+}
+
+static void test_whole(void **state)
+{
+	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
+
+	assert_int_equal(get("/data.bin", 0, FILE_SIZE, &s), 0);
+	assert_int_equal(s.n, FILE_SIZE);
+	assert_memory_equal(s.p, data, FILE_SIZE);
+	/* Through a redirect too. */
+	s.n = 0;
+	assert_int_equal(get("/redirect/data.bin", 0, FILE_SIZE, &s), 0);
+	assert_int_equal(s.n, FILE_SIZE);
+	free(s.p);
+}
+
+static void test_range(void **state)
+{
+	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
+
+	assert_int_equal(get("/data.bin", 1048576, FILE_SIZE, &s), 0);
+	assert_int_equal(s.n, FILE_SIZE - 1048576);
+	assert_memory_equal(s.p, data + 1048576, s.n);
+	assert_true(logged("GET /data.bin bytes=1048576-"));
+	/* A server that ignores Range: the first bytes are dropped, not handed on twice. */
+	s.n = 0;
+	assert_int_equal(get("/norange/data.bin", 1000, FILE_SIZE, &s), 0);
+	assert_int_equal(s.n, FILE_SIZE - 1000);
+	assert_memory_equal(s.p, data + 1000, s.n);
+	free(s.p);
+}
+
+static void test_drop_resume(void **state)
+{
+	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
+	char want[64];
+	int r;
+
+	r = get("/drop/data.bin", 0, FILE_SIZE, &s);
+	assert_true(r < 0);
+	assert_true(fetch_retryable(r));
+	assert_true(s.n > 0 && s.n < FILE_SIZE);
+	r = get("/drop/data.bin", s.n, FILE_SIZE, &s);
+	assert_int_equal(r, 0);
+	assert_int_equal(s.n, FILE_SIZE);
+	assert_memory_equal(s.p, data, FILE_SIZE);
+	(void)snprintf(want, sizeof(want), "GET /drop/data.bin bytes=");
+	assert_true(logged(want));
+	free(s.p);
+}
+
+static void test_endless(void **state)
+{
+	struct sink s = {.p = malloc(2u << 20), .cap = 2u << 20};
+
+	assert_int_equal(get("/endless", 0, 1u << 20, &s), SLATE_ERR_SIZE_MISMATCH);
+	assert_true(s.n <= (1u << 20));
+	s.n = 0;
+	/* Announced over the limit: refused before the body. */
+	assert_int_equal(get("/endless-cl", 0, 1u << 20, &s), SLATE_ERR_SIZE_MISMATCH);
+	assert_int_equal(s.n, 0);
+	/* A real file larger than declared. */
+	s.n = 0;
+	assert_int_equal(get("/data.bin", 0, 1u << 20, &s), SLATE_ERR_SIZE_MISMATCH);
+	assert_true(s.n <= (1u << 20));
+	free(s.p);
+}
+
+static void test_errors(void **state)
+{
+	struct sink s = {.p = malloc(1024), .cap = 1024};
+
+	assert_int_equal(get("/missing", 0, 1024, &s), -ENOENT);
+	assert_false(fetch_retryable(-ENOENT));
+	assert_true(get("/redirect-file", 0, 1024, &s) < 0);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(get("ftp://127.0.0.1/x", 0, 1024, &s), -EPROTONOSUPPORT);
+	free(s.p);
+}
+
+static void test_file_url(void **state)
+{
+	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
+	char *url = NULL;
+	struct buf *b = NULL;
+	struct catalog_error err = {};
+
+	assert_int_equal(fetch_to_url(data_path, &url), 0);
+	assert_true(strncmp(url, "file:///", 8) == 0);
+	assert_int_equal(get(url, 4096, FILE_SIZE, &s), 0);
+	assert_int_equal(s.n, FILE_SIZE - 4096);
+	assert_memory_equal(s.p, data + 4096, s.n);
+	s.n = 0;
+	assert_int_equal(get(url, 0, 100, &s), SLATE_ERR_SIZE_MISMATCH);
+	/* Documents: by path and URL, capped. */
+	assert_int_equal(fetch_document(data_path, FILE_SIZE, &b, &err), 0);
+	assert_int_equal(buf_len(b), FILE_SIZE);
+	buf_free(b);
+	b = NULL;
+	assert_int_equal(fetch_document(data_path, 1000, &b, &err), SLATE_ERR_TOO_LARGE);
+	assert_int_equal(fetch_document(url, 1000, &b, &err), SLATE_ERR_TOO_LARGE);
+	assert_null(b);
+	free(url);
+	free(s.p);
+}
+
+static void test_resolve(void **state)
+{
+	char *u = NULL;
+
+	assert_int_equal(fetch_resolve_url("http://h.example/a/cat.json", "img.zst", &u), 0);
+	assert_string_equal(u, "http://h.example/a/img.zst");
+	free(u);
+	assert_int_equal(fetch_resolve_url("http://h.example/a/cat.json", "/x/y", &u), 0);
+	assert_string_equal(u, "http://h.example/x/y");
+	free(u);
+	assert_int_equal(fetch_resolve_url("file:///srv/c.json", "https://o.example/z", &u), 0);
+	assert_string_equal(u, "https://o.example/z");
+	free(u);
+	assert_int_equal(fetch_resolve_url("file:///srv/cat/c.json", "d/disk.img", &u), 0);
+	assert_string_equal(u, "file:///srv/cat/d/disk.img");
+	free(u);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_whole),       cmocka_unit_test(test_range),
+	        cmocka_unit_test(test_drop_resume), cmocka_unit_test(test_endless),
+	        cmocka_unit_test(test_errors),      cmocka_unit_test(test_file_url),
+	        cmocka_unit_test(test_resolve),
+	};
+	if (access("/usr/bin/python3", X_OK) != 0) {
+		printf("SKIP: python3 is needed for the local HTTP server\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
