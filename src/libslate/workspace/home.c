@@ -12,7 +12,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/fs.h"
 #include "util/log.h"
@@ -91,8 +94,8 @@ static int skel_create(int dir_fd, const char *skel)
 	return 0;
 }
 
-/* Runs mke2fs on image with the skeleton; returns 0, -ENOSPC, or -EIO (details logged). */
-static int run_mke2fs(const char *image, const char *skel)
+/* Starts mke2fs on image with the skeleton; *ret_pid and *ret_errfd (its stderr) on success. */
+static int spawn_mke2fs(const char *image, const char *skel, pid_t *ret_pid, int *ret_errfd)
 {
 	static const char *const candidates[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", "mke2fs"};
 	char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)"LC_ALL=C",
@@ -115,10 +118,8 @@ static int run_mke2fs(const char *image, const char *skel)
 	                      NULL};
 	_cleanup_close_ int errfd = -1;
 	posix_spawn_file_actions_t fa;
-	char err[MKE2FS_ERR_MAX + 1];
-	ssize_t n;
 	pid_t pid = -1;
-	int status, r = -ENOENT;
+	int r = -ENOENT;
 
 	errfd = memfd_create("mke2fs-stderr", MFD_CLOEXEC);
 	if (errfd < 0)
@@ -146,6 +147,17 @@ static int run_mke2fs(const char *image, const char *skel)
 	(void)posix_spawn_file_actions_destroy(&fa);
 	if (r < 0)
 		return log_debug_errno(r, "cannot run mke2fs: %m");
+	*ret_pid = pid;
+	*ret_errfd = TAKE_FD(errfd);
+	return 0;
+}
+
+/* Waits for mke2fs; returns 0, -ENOSPC, or -EIO (details logged). */
+static int wait_mke2fs(const char *image, pid_t pid, int errfd)
+{
+	char err[MKE2FS_ERR_MAX + 1];
+	ssize_t n;
+	int status;
 
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
@@ -163,15 +175,19 @@ static int run_mke2fs(const char *image, const char *skel)
 	return -EIO;
 }
 
-int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t size)
+int ws_home_start(int dir_fd, const char *dir_path, const char *name, uint64_t size,
+                  struct ws_home_job *job)
 {
 	_cleanup_free_ char *image = NULL, *skel_path = NULL;
 	_cleanup_close_ int fd = -1;
 	char suffix[8], skel[32];
-	int r;
+	pid_t pid = -1;
+	int errfd = -1, r;
 
 	if (size < (16u << 20) || size > (uint64_t)INT64_MAX)
 		return -EINVAL;
+	if (strlen(name) >= sizeof(job->name))
+		return -ENAMETOOLONG;
 	r = ws_random_suffix(suffix, sizeof(suffix));
 	if (r < 0)
 		return r;
@@ -193,12 +209,43 @@ int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t 
 
 	r = skel_create(dir_fd, skel);
 	if (r >= 0)
-		r = run_mke2fs(image, skel_path);
-	skel_remove(dir_fd, skel);
+		r = spawn_mke2fs(image, skel_path, &pid, &errfd);
+	if (r < 0) {
+		skel_remove(dir_fd, skel);
+		goto fail;
+	}
+	job->dir_fd = dir_fd;
+	(void)snprintf(job->name, sizeof(job->name), "%s", name);
+	memcpy(job->skel, skel, sizeof(skel));
+	job->image = TAKE_PTR(image);
+	job->pid = pid;
+	job->errfd = errfd;
+	return 0;
+
+fail:
+	(void)unlinkat(dir_fd, name, 0);
+	return r;
+}
+
+static void job_release(struct ws_home_job *job)
+{
+	skel_remove(job->dir_fd, job->skel);
+	job->errfd = safe_close(job->errfd);
+	free(job->image);
+	job->image = NULL;
+	job->pid = -1;
+}
+
+int ws_home_finish(struct ws_home_job *job)
+{
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = wait_mke2fs(job->image, job->pid, job->errfd);
+	job_release(job);
 	if (r < 0)
 		goto fail;
-
-	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = openat(job->dir_fd, job->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
 		goto fail;
@@ -210,6 +257,30 @@ int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t 
 	return 0;
 
 fail:
-	(void)unlinkat(dir_fd, name, 0);
+	(void)unlinkat(job->dir_fd, job->name, 0);
 	return r;
+}
+
+void ws_home_abort(struct ws_home_job *job)
+{
+	int status;
+
+	if (job->pid > 0) {
+		(void)kill(job->pid, SIGKILL);
+		while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+	job_release(job);
+	(void)unlinkat(job->dir_fd, job->name, 0);
+}
+
+int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t size)
+{
+	struct ws_home_job job;
+	int r;
+
+	r = ws_home_start(dir_fd, dir_path, name, size, &job);
+	if (r < 0)
+		return r;
+	return ws_home_finish(&job);
 }

@@ -47,6 +47,24 @@ int64_t ws_now(void);
  * dir_path is dir_fd's path (mke2fs takes a path). Leaves nothing behind on failure. */
 int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t size);
 
+/*
+ * The same in two halves, so that mke2fs (most of a create's time) runs while the caller clones
+ * the system disk. ws_home_start() leaves *job running; exactly one of ws_home_finish() (waits,
+ * returns ws_home_create()'s result) or ws_home_abort() (kills, cleans up) must follow.
+ */
+struct ws_home_job {
+	int dir_fd; /* borrowed */
+	char name[64];
+	char skel[32];
+	char *image;
+	pid_t pid;
+	int errfd;
+};
+int ws_home_start(int dir_fd, const char *dir_path, const char *name, uint64_t size,
+                  struct ws_home_job *job);
+int ws_home_finish(struct ws_home_job *job);
+void ws_home_abort(struct ws_home_job *job);
+
 /* checkpoint.c */
 /* Removes what an interrupted checkpoint create or prune left in ws_fd's checkpoints/. */
 int ws_checkpoint_sweep(struct workspace_store *st, const char *name, int ws_fd);
