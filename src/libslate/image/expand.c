@@ -198,7 +198,8 @@ static int decode_step(struct expand *e, const uint8_t **in, size_t *in_n, uint8
 	switch (e->compression) {
 	case CATALOG_COMPRESSION_NONE: {
 		size_t n = *in_n < out_n ? *in_n : out_n;
-		memcpy(out, *in, n);
+		if (n > 0) /* *in may be NULL when the input is empty (finish) */
+			memcpy(out, *in, n);
 		*in += n;
 		*in_n -= n;
 		*ret_out = n;
