@@ -40,15 +40,6 @@ static const char *error_code(int r)
 	return API_ERR_FAILED;
 }
 
-static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
-{
-	if (d->storage)
-		return 0;
-	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE, "image storage unavailable: %s",
-	                      d->storage_error ? d->storage_error : "not opened");
-	return -ENODEV;
-}
-
 /* Progress events, at most five a second (and every phase change). */
 struct job {
 	struct daemon_ctx *d;
@@ -317,7 +308,7 @@ int handle_image_pull(struct api_request *req, struct api_reply *reply)
 	bool consent = false;
 	struct job *j;
 
-	if (need_storage(d, reply) < 0)
+	if (api_need_images(d, reply) < 0)
 		return 0;
 	if (image_id_check(id) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid image id '%s'",
@@ -397,7 +388,7 @@ int handle_image_verify(struct api_request *req, struct api_reply *reply)
 	const char *id = NULL;
 	struct job *j;
 
-	if (need_storage(d, reply) < 0)
+	if (api_need_images(d, reply) < 0)
 		return 0;
 	if (req->body)
 		(void)json_get_string(req->body, "id", &id);

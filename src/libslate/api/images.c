@@ -43,10 +43,8 @@ int handle_image_list(struct api_request *req, struct api_reply *reply)
 
 	if (!o || !arr || json_add(o, "images", arr) < 0)
 		return -ENOMEM;
-	if (!d->storage)
-		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-		                       "image storage unavailable: %s",
-		                       d->storage_error ? d->storage_error : "not opened");
+	if (api_need_images(d, reply) < 0)
+		return -ENODEV;
 	r = image_store_list(d->storage, &list, &n);
 	if (r < 0)
 		return api_reply_error(reply, 500, API_ERR_FAILED, "listing images: %s",
@@ -139,10 +137,8 @@ int handle_image_import(struct api_request *req, struct api_reply *reply)
 	if (req->caller.uid != 0)
 		return api_reply_error(reply, 403, API_ERR_PERMISSION,
 		                       "only root may import local images");
-	if (!d->storage)
-		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-		                       "image storage unavailable: %s",
-		                       d->storage_error ? d->storage_error : "not opened");
+	if (api_need_images(d, reply) < 0)
+		return -ENODEV;
 	if (!req->body || json_get_string(req->body, "id", &id) < 0 ||
 	    json_get_string(req->body, "path", &path) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,

@@ -31,6 +31,11 @@ struct daemon_ctx {
 /* Returns the route table (static) and its length in *ret_n. */
 const struct api_route *routes_table(size_t *ret_n);
 
+/* Return 0 when workspace (image) storage is open; otherwise fill reply with a 503 that says why
+ * and return -ENODEV. */
+int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply);
+int api_need_images(const struct daemon_ctx *d, struct api_reply *reply);
+
 /* Handlers in api/workspaces.c and api/images.c. */
 int handle_workspace_list(struct api_request *req, struct api_reply *reply);
 int handle_workspace_create(struct api_request *req, struct api_reply *reply);

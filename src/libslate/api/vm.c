@@ -36,16 +36,6 @@
 #define API_ERR_COMPROMISED "compromised"
 #define API_ERR_BASE_DRIFT "base_drift"
 
-static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
-{
-	if (d->workspaces)
-		return 0;
-	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-	                      "workspace storage is unavailable: %s",
-	                      d->storage_error ? d->storage_error : "not opened");
-	return -ENODEV;
-}
-
 /* Another user's workspace is "not found", like a missing one (as in api/workspaces.c). */
 static int check_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
                          struct api_reply *reply)
@@ -452,7 +442,7 @@ static int op_new(struct api_request *req, struct api_reply *reply, struct vm_op
 	struct vm_op *op;
 	int64_t t;
 
-	if (need_storage(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
 		return -EINVAL;
 	op = calloc(1, sizeof(*op));
 	if (!op)
@@ -582,7 +572,7 @@ int handle_workspace_console(struct api_request *req, struct api_reply *reply)
 	enum vm_state st;
 	int r;
 
-	if (need_storage(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
 		return -EINVAL;
 	r = vm_workspace_state_uri(d->libvirt_uri, req->params[0], &st);
 	if (r < 0)

@@ -20,16 +20,6 @@
 
 #define MAX_SHARES 16
 
-static int need_storage(const struct daemon_ctx *d, struct api_reply *reply)
-{
-	if (d->workspaces)
-		return 0;
-	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-	                      "workspace storage is unavailable: %s",
-	                      d->storage_error ? d->storage_error : "not opened");
-	return -ENODEV;
-}
-
 /* Maps a library error onto a reply. Always returns r (< 0). */
 static int reply_errno(struct api_reply *reply, int r, const char *what, const char *name)
 {
@@ -211,7 +201,7 @@ int handle_workspace_list(struct api_request *req, struct api_reply *reply)
 	size_t n = 0;
 	int r;
 
-	if (need_storage(d, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0)
 		return -ENODEV;
 	r = workspace_list(d->workspaces, &list, &n);
 	if (r < 0)
@@ -236,7 +226,8 @@ int handle_workspace_get(struct api_request *req, struct api_reply *reply)
 	struct daemon_ctx *d = req->userdata;
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 
-	if (need_storage(d, reply) < 0 || load_visible(d, req, req->params[0], &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 ||
+	    load_visible(d, req, req->params[0], &w, reply) < 0)
 		return -EINVAL;
 	return api_reply_json(reply, 200, ws_json(d, w, true));
 }
@@ -359,7 +350,7 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 	size_t n_shares = 0;
 	int r;
 
-	if (need_storage(d, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0)
 		return -ENODEV;
 	if (!req->body || json_get_string(req->body, "name", &name) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "a workspace needs a name");
@@ -442,7 +433,7 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 	_cleanup_json_ struct json_object *o = NULL;
 	int r;
 
-	if (need_storage(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
@@ -507,7 +498,8 @@ int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
 
 	if (!o || !arr || json_add(o, "checkpoints", arr) < 0)
 		return -ENOMEM;
-	if (need_storage(d, reply) < 0 || load_visible(d, req, req->params[0], &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 ||
+	    load_visible(d, req, req->params[0], &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_checkpoint_list(d->workspaces, w->name, &cps, &n);
 	if (r < 0)
@@ -534,7 +526,7 @@ int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
 	const char *name = req->params[0], *id = req->params[1];
 	int r;
 
-	if (need_storage(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)

@@ -90,34 +90,21 @@ static int cp_id_cmp(const void *a, const void *b)
 /* The ids of the complete checkpoints in cp_fd, newest first. */
 static int cp_ids(int cp_fd, struct cp_id **ret, size_t *ret_n)
 {
-	_cleanup_close_ int fd = -1;
 	struct cp_id *ids = NULL;
-	size_t n = 0;
-	DIR *d;
-	struct dirent *de;
-	int r = 0;
+	char **names = NULL;
+	size_t n_names = 0, n = 0;
+	int r;
 
-	fd = openat(cp_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d)
-		return -errno;
-	fd = -1;
-	for (;;) {
+	r = ws_list_names(cp_fd, &names, &n_names);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n_names; i++) {
 		struct cp_id c, *nn;
 		struct stat sb;
 
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			r = -errno;
-			break;
-		}
-		if (cp_id_parse(de->d_name, &c) < 0)
+		if (cp_id_parse(names[i], &c) < 0)
 			continue;
-		if (fstatat(cp_fd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISDIR(sb.st_mode))
+		if (fstatat(cp_fd, names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))
 			continue;
 		nn = reallocarray(ids, n + 1, sizeof(*ids));
 		if (!nn) {
@@ -127,7 +114,7 @@ static int cp_ids(int cp_fd, struct cp_id **ret, size_t *ret_n)
 		ids = nn;
 		ids[n++] = c;
 	}
-	(void)closedir(d);
+	ws_names_free(names, n_names);
 	if (r < 0) {
 		free(ids);
 		return r;
@@ -569,53 +556,26 @@ int workspace_checkpoint_revert(struct workspace_store *st, const char *name, co
 
 int ws_checkpoint_sweep(struct workspace_store *st, const char *name, int ws_fd)
 {
-	_cleanup_close_ int cp = -1, d = -1;
+	_cleanup_close_ int cp = -1;
 	int r;
 
 	r = ws_open_subdir(ws_fd, WS_CHECKPOINTS, &cp);
 	if (r >= 0) {
 		/* Half-built and half-deleted checkpoints. */
-		DIR *dir;
-		struct dirent *de;
-		char **victims = NULL;
+		char **names = NULL;
 		size_t n = 0;
 
-		d = openat(cp, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (d < 0)
-			return -errno;
-		dir = fdopendir(d);
-		if (!dir)
-			return -errno;
-		d = -1;
-		r = 0;
-		while ((de = readdir(dir))) {
-			char **nv;
-			if (!strneq(de->d_name, ".tmp-", 5) && !strneq(de->d_name, ".del-", 5) &&
-			    !strneq(de->d_name, ".#", 2))
+		r = ws_list_names(cp, &names, &n);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < n && r >= 0; i++) {
+			if (!strneq(names[i], ".tmp-", 5) && !strneq(names[i], ".del-", 5) &&
+			    !strneq(names[i], ".#", 2))
 				continue;
-			nv = reallocarray(victims, n + 1, sizeof(*victims));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			victims = nv;
-			victims[n] = strdup(de->d_name);
-			if (!victims[n]) {
-				r = -ENOMEM;
-				break;
-			}
-			n++;
+			log_debug("workspace %s sweep: removing checkpoints/%s", name, names[i]);
+			r = ws_remove_at(st, cp, names[i]);
 		}
-		(void)closedir(dir);
-		for (size_t i = 0; i < n; i++) {
-			if (r >= 0) {
-				log_debug("workspace %s sweep: removing checkpoints/%s", name,
-				          victims[i]);
-				r = ws_remove_at(st, cp, victims[i]);
-			}
-			free(victims[i]);
-		}
-		free(victims);
+		ws_names_free(names, n);
 		if (r < 0)
 			return r;
 		/* A checkpoint made just before a crash may not have pruned the oldest yet. */

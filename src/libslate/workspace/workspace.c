@@ -118,8 +118,7 @@ int ws_clone_base(struct workspace_store *st, const char *image_id, int dir_fd, 
 	return 0;
 }
 
-/* Lists the entry names of dirfd (all of them but "." and ".."). */
-static int list_names(int dirfd, char ***ret, size_t *ret_n)
+int ws_list_names(int dirfd, char ***ret, size_t *ret_n)
 {
 	_cleanup_close_ int fd = -1;
 	DIR *d;
@@ -171,7 +170,7 @@ static int list_names(int dirfd, char ***ret, size_t *ret_n)
 	return 0;
 }
 
-static void names_free(char **names, size_t n)
+void ws_names_free(char **names, size_t n)
 {
 	if (!names)
 		return;
@@ -252,7 +251,7 @@ static int store_sweep(struct workspace_store *st)
 	size_t n = 0;
 	int r;
 
-	r = list_names(st->dirfd, &names, &n);
+	r = ws_list_names(st->dirfd, &names, &n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n && r >= 0; i++) {
@@ -297,7 +296,7 @@ static int store_sweep(struct workspace_store *st)
 			r = 0;
 		}
 	}
-	names_free(names, n);
+	ws_names_free(names, n);
 	return r < 0 ? r : 0;
 }
 
@@ -407,7 +406,7 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 	size_t n_names = 0, n = 0;
 	int r;
 
-	r = list_names(st->dirfd, &names, &n_names);
+	r = ws_list_names(st->dirfd, &names, &n_names);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n_names; i++) {
@@ -431,7 +430,7 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 		list = nl;
 		list[n++] = w;
 	}
-	names_free(names, n_names);
+	ws_names_free(names, n_names);
 	if (r < 0) {
 		workspace_list_free(list, n);
 		return r;
@@ -944,7 +943,7 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 		return r;
 	r = ws_open_subdir(fd, WS_CHECKPOINTS, &cp);
 	if (r >= 0)
-		r = list_names(cp, &names, &n);
+		r = ws_list_names(cp, &names, &n);
 	if (r == -ENOENT)
 		r = 0;
 	for (size_t i = 0; i < n && r >= 0; i++) {
@@ -956,7 +955,7 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 		if ((r = add_usage(st, c, WS_DISK, &u.checkpoints)) >= 0)
 			r = add_usage(st, c, WS_HOME, &u.checkpoints);
 	}
-	names_free(names, n);
+	ws_names_free(names, n);
 	if (r < 0)
 		return r;
 	*ret = u;
@@ -979,7 +978,7 @@ static int sweep_workspace(struct workspace_store *st, const char *name)
 		return r == -ENOENT ? 0 : r;
 
 	/* Temporary files and directories of interrupted verbs. */
-	r = list_names(fd, &names, &n);
+	r = ws_list_names(fd, &names, &n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n && r >= 0; i++)
@@ -988,7 +987,7 @@ static int sweep_workspace(struct workspace_store *st, const char *name)
 			log_debug("workspace %s sweep: removing %s", name, names[i]);
 			r = ws_remove_at(st, fd, names[i]);
 		}
-	names_free(names, n);
+	ws_names_free(names, n);
 	if (r < 0)
 		return r;
 
