@@ -1,5 +1,5 @@
 EXTRA_DIST += bench/run bench/api-roundtrip bench/workspace-create bench/workspace-ops-run \
-	bench/image-verify bench/image-pull bench/vm-boot bench/README.md
+	bench/image-verify bench/image-pull bench/vm-boot bench/guest-channel bench/README.md
 # Benchmark programs: built by "make bench" only, never installed.
 EXTRA_PROGRAMS = bench/workspace-ops
 bench_workspace_ops_SOURCES = bench/workspace-ops.c
@@ -13,4 +13,5 @@ bench: all $(EXTRA_PROGRAMS)
 	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/image-verify
 	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/image-pull
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/vm-boot
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/guest-channel
 .PHONY: bench

@@ -1,16 +1,18 @@
 # images/: the test image (Debian packages -> kernel, initramfs, reproducible ext4 disk) and the
 # helper that boots it under libvirt. See images/test/build and images/test/boot.
 TEST_IMAGE_DIR = $(abs_top_builddir)/images/test/out
-EXTRA_DIST += images/test/build images/test/init images/test/initramfs-init images/test/boot
+EXTRA_DIST += images/test/build images/test/init images/test/initramfs-init images/test/boot \
+	images/test/demo
 
 # images/test/build does nothing when its recorded inputs (packages, slate-guest, scripts) match.
 test-image: slate-guest$(EXEEXT)
 	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/test/build --out $(TEST_IMAGE_DIR) \
 		--slate-guest $(abs_top_builddir)/slate-guest$(EXEEXT)
 
-# Boot the test image under libvirt (as root: qemu:///system) and run one command in it.
-demo: test-image
-	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/test/boot --image-dir $(TEST_IMAGE_DIR) \
+# The README's main job: a private slated runs `slate run --rm -- uname -a` on the test image (as
+# root: qemu:///system), and the disposable workspace goes again.
+demo: test-image slated$(EXEEXT) slate$(EXEEXT)
+	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/test/demo --image-dir $(TEST_IMAGE_DIR) \
 		-- uname -a
 
 # Removes the built image and its package cache.

@@ -1,9 +1,12 @@
-# slate-guest runs inside the VM: static, libc only, never linked against libslate.
+# slate-guest runs inside the VM: static, libc only, never linked against libslate. It compiles
+# the channel's wire codec (libc only) itself.
 bin_PROGRAMS += slate-guest
-slate_guest_SOURCES = src/slate-guest/main.c
+slate_guest_SOURCES = src/slate-guest/main.c src/slate-guest/guest.h src/slate-guest/chan.c \
+	src/slate-guest/exec.c src/slate-guest/fwd.c src/slate-guest/user.c \
+	src/libslate/channel/proto.c src/libslate/channel/proto.h
 # No build paths in the binary: the same sources give the same bytes, and so the same test image.
 slate_guest_CFLAGS = $(BASE_CFLAGS) -ffile-prefix-map=$(abs_top_srcdir)=. \
 	-ffile-prefix-map=$(abs_top_builddir)=.
 # Sanitizer runtimes cannot be linked statically; the guest agent is built without them.
-slate_guest_CPPFLAGS = -include $(top_builddir)/config.h
+slate_guest_CPPFLAGS = -include $(top_builddir)/config.h -I$(top_srcdir)/src/libslate/channel
 slate_guest_LDFLAGS = -all-static

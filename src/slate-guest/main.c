@@ -2,25 +2,132 @@
 
 /*
  * slate-guest: the in-guest agent. It is the only slate code inside a guest, so it stays small,
- * static and libc-only. For now it announces readiness on the console; the guest channel follows.
+ * static and libc-only. It serves the guest channel (doc/guest-channel.md): exec sessions the host
+ * opens, and the local proxy and SSH agent connections it forwards to the host. One process, one
+ * poll() loop; the parts are in chan.c, exec.c and fwd.c.
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "guest.h"
+
+void guest_log(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	/* One write per line: the console interleaves whole lines only. */
+	fprintf(stderr, "slate-guest: %s\n", line);
+	fflush(stderr);
+}
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- bounded buffers ---- */
+
+int gbuf_init(struct gbuf *b, size_t cap)
+{
+	/* Large enough to be mmap()ed by malloc: pages are only committed once touched. */
+	b->p = malloc(cap);
+	if (!b->p)
+		return -ENOMEM;
+	b->off = b->len = 0;
+	b->cap = cap;
+	return 0;
+}
+
+void gbuf_free(struct gbuf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->off = b->len = b->cap = 0;
+}
+
+void gbuf_append(struct gbuf *b, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	if (b->off + b->len + n > b->cap) {
+		memmove(b->p, b->p + b->off, b->len);
+		b->off = 0;
+	}
+	memcpy(b->p + b->off + b->len, p, n);
+	b->len += n;
+}
+
+void gbuf_consume(struct gbuf *b, size_t n)
+{
+	b->off += n;
+	b->len -= n;
+	if (b->len == 0)
+		b->off = 0;
+}
+
+/* ---- the poll table ---- */
+
+/* The channel, the SIGCHLD fd, two listeners and up to three fds per stream. */
+#define MAX_POLL (8 + 3 * 2 * CH_MAX_STREAMS)
+
+static struct pollfd pfds[MAX_POLL];
+static struct {
+	poll_fn fn;
+	void *ctx;
+} slots[MAX_POLL];
+static unsigned n_pfds;
+
+void poll_add(int fd, short events, poll_fn fn, void *ctx)
+{
+	if (fd < 0 || n_pfds >= MAX_POLL)
+		return;
+	pfds[n_pfds].fd = fd;
+	pfds[n_pfds].events = events;
+	pfds[n_pfds].revents = 0;
+	slots[n_pfds].fn = fn;
+	slots[n_pfds].ctx = ctx;
+	n_pfds++;
+}
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: slate-guest [OPTION]...\n"
-	           "The slate in-guest agent.\n"
-	           "\n"
-	           "  --once       print the ready line and exit instead of staying up\n"
-	           "  --version    print the version and exit\n"
-	           "  --help       print this help and exit\n");
+	fprintf(f,
+	        "Usage: slate-guest [OPTION]...\n"
+	        "The slate in-guest agent: serves the guest channel (exec sessions, the egress\n"
+	        "proxy and SSH agent forwarding).\n"
+	        "\n"
+	        "  --channel PATH       the channel: a unix socket to connect to or a device\n"
+	        "                       (default: vsock CID 2 port %d, else the virtio-serial\n"
+	        "                       port %s)\n"
+	        "  --proxy-port PORT    forward 127.0.0.1:PORT to the host's egress proxy\n"
+	        "                       (default: 3128; none: off)\n"
+	        "  --agent-socket PATH  forward connections to this unix socket to the host's SSH\n"
+	        "                       agent (default: /run/slate/ssh-agent.sock; none: off)\n"
+	        "  --once               print the ready line and exit instead of staying up\n"
+	        "  --version            print the version and exit\n"
+	        "  --help               print this help and exit\n",
+	        CH_VSOCK_PORT, CH_SERIAL_NAME);
 }
 
 /* The host and the test harness wait for this exact line on the console. */
@@ -31,20 +138,62 @@ static int announce_ready(void)
 	return 0;
 }
 
+/* Commands get pipes and ptys dup()ed onto 0, 1 and 2: those must never be ours by accident. */
+static void keep_std_fds_open(void)
+{
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int n = open("/dev/null", O_RDWR);
+		if (n >= 0 && n != fd) {
+			(void)dup2(n, fd);
+			(void)close(n);
+		}
+	}
+}
+
 int main(int argc, char *argv[])
 {
-	enum { OPT_ONCE = 0x100, OPT_VERSION, OPT_HELP };
+	enum { OPT_ONCE = 0x100, OPT_VERSION, OPT_HELP, OPT_CHANNEL, OPT_PROXY, OPT_AGENT };
 	static const struct option options[] = {
+	        {"channel", required_argument, NULL, OPT_CHANNEL},
+	        {"proxy-port", required_argument, NULL, OPT_PROXY},
+	        {"agent-socket", required_argument, NULL, OPT_AGENT},
 	        {"once", no_argument, NULL, OPT_ONCE},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
 	        {0},
 	};
+	const char *channel = NULL, *agent = "/run/slate/ssh-agent.sock";
+	int proxy_port = 3128;
 	bool once = false;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
 		switch (c) {
+		case OPT_CHANNEL:
+			channel = optarg;
+			break;
+		case OPT_PROXY: {
+			char *end;
+			long v;
+			if (strcmp(optarg, "none") == 0) {
+				proxy_port = 0;
+				break;
+			}
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 || v > 65535) {
+				fprintf(stderr,
+				        "slate-guest: --proxy-port takes 1..65535 or none\n");
+				return 2;
+			}
+			proxy_port = (int)v;
+			break;
+		}
+		case OPT_AGENT:
+			agent = strcmp(optarg, "none") == 0 ? NULL : optarg;
+			break;
 		case OPT_ONCE:
 			once = true;
 			break;
@@ -64,7 +213,19 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 2;
 	}
+	if (agent && strlen(agent) >= 108) {
+		fprintf(stderr, "slate-guest: --agent-socket path too long\n");
+		return 2;
+	}
 
+	if (!once) {
+		keep_std_fds_open();
+		/* Writes to a closed channel, connection or pipe fail with EPIPE instead. */
+		(void)signal(SIGPIPE, SIG_IGN);
+		exec_init();
+		(void)fwd_init(proxy_port, agent);
+		chan_init(channel);
+	}
 	int r = announce_ready();
 	if (r < 0) {
 		fprintf(stderr, "slate-guest: cannot write the ready line: %s\n", strerror(-r));
@@ -73,7 +234,39 @@ int main(int argc, char *argv[])
 	if (once)
 		return EXIT_SUCCESS;
 
-	/* Nothing to serve yet: stay up until a signal ends us. */
-	for (;;)
-		(void)pause();
+	for (;;) {
+		int64_t now, next;
+
+		/* Sessions move on (exits, windows), timers fire, sessions move on again. */
+		streams_advance();
+		now = now_ms();
+		next = now + 60 * 1000;
+		chan_timers(now, &next);
+		exec_timers(now, &next);
+		fwd_timers(now, &next);
+		streams_advance();
+		chan_flush();
+
+		n_pfds = 0;
+		chan_poll();
+		exec_poll_sigchld();
+		fwd_poll_listeners();
+		streams_poll();
+
+		now = now_ms();
+		int timeout = next <= now ? 0 : (int)(next - now < INT_MAX ? next - now : INT_MAX);
+		int n = poll(pfds, n_pfds, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			guest_log("poll: %s", strerror(errno));
+			return EXIT_FAILURE;
+		}
+		for (unsigned i = 0; i < n_pfds && n > 0; i++) {
+			if (!pfds[i].revents)
+				continue;
+			n--;
+			slots[i].fn(slots[i].ctx, pfds[i].revents);
+		}
+	}
 }

@@ -1,5 +1,8 @@
 bin_PROGRAMS += slate
-slate_SOURCES = src/slate/main.c src/slate/slate.h src/slate/version.c src/slate/doctor.c \
+slate_SOURCES = src/slate/main.c src/slate/slate.h src/slate/exec.c src/slate/version.c src/slate/doctor.c \
 	src/slate/workspace.c src/slate/image.c src/slate/catalog.c src/slate/vm.c
 slate_CFLAGS = $(LIBSLATE_CFLAGS)
 slate_LDADD = $(LIBSLATE_LIBS)
+# The client uses a few of libslate's libraries (json-c, libcurl): do not load the rest (libvirt,
+# libxml2, liburing...) at every start; it costs milliseconds per command.
+slate_LDFLAGS = $(AM_LDFLAGS) -Wl,--as-needed

@@ -3,6 +3,7 @@
 
 /* Shared by the command groups of the slate client. */
 
+#include <curl/curl.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -59,3 +60,12 @@ int image_verify_cmd(struct slate_ctx *ctx, struct api_client *client, int argc,
 int cmd_start(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_stop(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_console(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_exec(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_shell(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_run(struct slate_ctx *ctx, int argc, char **argv);
+
+/* In workspace.c: --share HOSTDIR[:GUESTDIR][:ro] into shares. 0, or an exit status. */
+int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares);
+/* In vm.c: an API connection upgraded to protocol (see there). */
+int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, const char *path,
+                  const char *protocol, struct json_object *body, char *extra, size_t *extra_len);

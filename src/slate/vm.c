@@ -266,49 +266,66 @@ static void restore_tty(void)
 	tio_saved = false;
 }
 
-/* Sends the upgrade request; reads the reply head. Returns the socket, or prints and returns
- * < 0. Bytes after the head (console output already) go to stdout. */
-static int console_connect(struct slate_ctx *ctx, const char *name, CURL *curl)
+/*
+ * Opens an API connection upgraded to protocol: POST path with body (may be NULL), then reads the
+ * reply head. Returns the socket (blocking), or prints "slate: what: ..." and returns < 0. The
+ * bytes that came after the head are copied to extra (at most *extra_len; *extra_len gets how
+ * many). curl must stay alive as long as the socket is used.
+ */
+int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, const char *path,
+                  const char *protocol, struct json_object *body, char *extra, size_t *extra_len)
 {
-	char req[512], head[MAX_REPLY_HEAD + 1], *end;
+	char head[MAX_REPLY_HEAD + 1], *end;
+	_cleanup_free_ char *req = NULL;
+	const char *json = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : "";
 	size_t got = 0, n;
 	curl_socket_t sock;
 	unsigned status = 0;
 	CURLcode cc;
 	int fl;
 
-	(void)snprintf(req, sizeof(req),
-	               "POST /v1/workspaces/%s/console HTTP/1.1\r\nHost: slated\r\n"
-	               "Connection: Upgrade\r\nUpgrade: " CONSOLE_PROTOCOL "\r\n"
-	               "%s: %d\r\nContent-Length: 0\r\n\r\n",
-	               name, API_VERSION_HEADER, SLATE_API_VERSION);
+	if (!json ||
+	    asprintf(&req,
+	             "POST %s HTTP/1.1\r\nHost: slated\r\n"
+	             "Connection: Upgrade\r\nUpgrade: %s\r\n"
+	             "%s: %d\r\n%sContent-Length: %zu\r\n\r\n%s",
+	             path, protocol, API_VERSION_HEADER, SLATE_API_VERSION,
+	             body ? "Content-Type: application/json\r\n" : "", strlen(json), json) < 0)
+		return slate_fail(what, "out of memory"), -1;
 	(void)curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, ctx->socket);
 	(void)curl_easy_setopt(curl, CURLOPT_URL, "http://slated/");
 	(void)curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
 	cc = curl_easy_perform(curl);
 	if (cc != CURLE_OK)
-		return slate_fail("console", "cannot reach slated at %s: %s", ctx->socket,
+		return slate_fail(what, "cannot reach slated at %s: %s", ctx->socket,
 		                  curl_easy_strerror(cc)),
 		       -1;
 	if (curl_easy_getinfo(curl, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
 	    sock == CURL_SOCKET_BAD)
-		return slate_fail("console", "no socket"), -1;
+		return slate_fail(what, "no socket"), -1;
 	/* libcurl leaves it non-blocking; from here on it is plain blocking I/O. */
 	fl = fcntl(sock, F_GETFL);
 	if (fl >= 0)
 		(void)fcntl(sock, F_SETFL, fl & ~O_NONBLOCK);
 	if (fs_write_all(sock, req, strlen(req)) < 0)
-		return slate_fail("console", "cannot send the request: %s", strerror(errno)), -1;
+		return slate_fail(what, "cannot send the request: %s", strerror(errno)), -1;
 	for (;;) {
 		ssize_t r = read(sock, head + got, MAX_REPLY_HEAD - got);
+		const char *cl;
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		got += (size_t)r;
 		head[got] = '\0';
-		if (strstr(head, "\r\n\r\n") &&
-		    (sscanf(head, "HTTP/1.1 %u", &status) != 1 || status == 101))
+		end = strstr(head, "\r\n\r\n");
+		if (!end)
+			continue;
+		if (sscanf(head, "HTTP/1.1 %u", &status) != 1 || status == 101)
+			break;
+		/* An error: read its body, as long as Content-Length says (the connection stays). */
+		cl = strcasestr(head, "\r\nContent-Length:");
+		if (!cl || cl > end || got - (size_t)(end + 4 - head) >= strtoul(cl + 17, NULL, 10))
 			break;
 		if (got == MAX_REPLY_HEAD)
 			break;
@@ -316,21 +333,39 @@ static int console_connect(struct slate_ctx *ctx, const char *name, CURL *curl)
 	head[got] = '\0';
 	end = strstr(head, "\r\n\r\n");
 	if (!end || sscanf(head, "HTTP/1.1 %u", &status) != 1)
-		return slate_fail("console", "slated's reply is not HTTP"), -1;
+		return slate_fail(what, "slated's reply is not HTTP"), -1;
 	if (status != 101) {
 		_cleanup_json_ struct json_object *o = NULL;
 		const char *code = NULL, *msg = NULL;
-		struct json_object *e;
+		size_t blen = strlen(end + 4);
 
-		if (json_parse_object(end + 4, strlen(end + 4), MAX_REPLY_HEAD, &o) >= 0 &&
-		    json_get_object(o, "error", &e) >= 0 && api_error_parse(e, &code, &msg) >= 0)
-			return slate_fail("console", "%s", msg), -1;
-		return slate_fail("console", "slated answered HTTP %u", status), -1;
+		while (blen > 0 && strchr(" \t\r\n", end[4 + blen - 1]))
+			blen--;
+		if (json_parse_object(end + 4, blen, MAX_REPLY_HEAD, &o) >= 0 &&
+		    api_error_parse(o, &code, &msg) >= 0)
+			return slate_fail(what, "%s", msg), -1;
+		return slate_fail(what, "slated answered HTTP %u", status), -1;
 	}
 	n = got - (size_t)(end + 4 - head);
-	if (n > 0)
-		(void)fs_write_all(STDOUT_FILENO, end + 4, n);
+	if (n > *extra_len)
+		n = *extra_len;
+	memcpy(extra, end + 4, n);
+	*extra_len = n;
 	return (int)sock;
+}
+
+/* The console's connection; the first output goes to stdout. */
+static int console_connect(struct slate_ctx *ctx, const char *name, CURL *curl)
+{
+	char path[128 + WORKSPACE_NAME_MAX], extra[MAX_REPLY_HEAD];
+	size_t n = sizeof(extra);
+	int sock;
+
+	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/console", name);
+	sock = slate_upgrade(ctx, curl, "console", path, CONSOLE_PROTOCOL, NULL, extra, &n);
+	if (sock >= 0 && n > 0)
+		(void)fs_write_all(STDOUT_FILENO, extra, n);
+	return sock;
 }
 
 int cmd_console(struct slate_ctx *ctx, int argc, char **argv)

@@ -18,11 +18,15 @@
 
 /* Parses the options common to every command plus -y/--yes; returns the first operand index or
  * an exit status < 0 (negated) when it printed usage/help. */
+/* Where --system-only goes, for the one command that takes it (checkpoint revert). */
+static bool *parse_system_only;
+
 static int parse_simple(struct slate_ctx *ctx, int argc, char **argv, bool *yes, const char *usage)
 {
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {"yes", no_argument, NULL, 'y'},
+	        {"system-only", no_argument, NULL, 'S'},
 	        {},
 	};
 	int c;
@@ -33,6 +37,10 @@ static int parse_simple(struct slate_ctx *ctx, int argc, char **argv, bool *yes,
 			continue;
 		if (c == 'y' && yes) {
 			*yes = true;
+			continue;
+		}
+		if (c == 'S' && parse_system_only) {
+			*parse_system_only = true;
 			continue;
 		}
 		if (c == 'h' || c == OPT_HELP) {
@@ -70,6 +78,52 @@ static int call(struct slate_ctx *ctx, const char *method, const char *path,
 		return -EXIT_FAILURE;
 	if (api_client_call(client, method, path, body, NULL, NULL, ret, &err) < 0)
 		return -slate_api_fail(ctx->command, &err);
+	return 0;
+}
+
+/* Parses --share HOSTDIR[:GUESTDIR][:ro] into an object appended to shares. Returns 0, or prints
+ * and returns an exit status. */
+int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares)
+{
+	_cleanup_free_ char *spec = strdup(arg);
+	char *host, *guest = NULL, *p;
+	char real[PATH_MAX];
+	struct json_object *s;
+	bool ro = false;
+
+	if (!spec)
+		return slate_fail(ctx->command, "out of memory");
+	host = spec;
+	p = strchr(spec, ':');
+	if (p) {
+		*p++ = '\0';
+		if (streq(p, "ro"))
+			ro = true;
+		else {
+			guest = p;
+			p = strchr(p, ':');
+			if (p) {
+				*p++ = '\0';
+				if (!streq(p, "ro"))
+					return slate_usage_error(
+					        ctx, "%s: --share %s: HOSTDIR[:GUESTDIR][:ro]",
+					        ctx->command, arg);
+				ro = true;
+			}
+		}
+	}
+	if (!realpath(host, real))
+		return slate_fail(ctx->command, "--share %s: %s", host, strerror(errno));
+	s = json_object_new_object();
+	if (!s)
+		return slate_fail(ctx->command, "out of memory");
+	(void)json_add_string(s, "host", real);
+	if (guest && *guest)
+		(void)json_add_string(s, "guest", guest);
+	(void)json_add_bool(s, "readonly", ro);
+	(void)json_object_array_add(shares, s);
+	if (json_object_array_length(shares) > MAX_SHARES)
+		return slate_usage_error(ctx, "%s: at most %d --share", ctx->command, MAX_SHARES);
 	return 0;
 }
 
@@ -129,50 +183,11 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 				        ctx, "create: --home-size %s: a size like 64G", optarg);
 			(void)json_add_int64(body, "home_size", (int64_t)v);
 			break;
-		case OPT_SHARE: {
-			/* HOSTDIR[:GUESTDIR][:ro] */
-			char *spec = strdup(optarg), *host, *guest = NULL, *p;
-			char real[PATH_MAX];
-			struct json_object *s = json_object_new_object();
-			bool ro = false;
-
-			if (!spec || !s)
-				return slate_fail("create", "out of memory");
-			host = spec;
-			p = strchr(spec, ':');
-			if (p) {
-				*p++ = '\0';
-				if (streq(p, "ro"))
-					ro = true;
-				else {
-					guest = p;
-					p = strchr(p, ':');
-					if (p) {
-						*p++ = '\0';
-						if (!streq(p, "ro"))
-							return slate_usage_error(
-							        ctx,
-							        "create: --share %s: "
-							        "HOSTDIR[:GUESTDIR][:ro]",
-							        optarg);
-						ro = true;
-					}
-				}
-			}
-			if (!realpath(host, real))
-				return slate_fail("create", "--share %s: %s", host,
-				                  strerror(errno));
-			(void)json_add_string(s, "host", real);
-			if (guest && *guest)
-				(void)json_add_string(s, "guest", guest);
-			(void)json_add_bool(s, "readonly", ro);
-			(void)json_object_array_add(shares, s);
-			free(spec);
-			if (json_object_array_length(shares) > MAX_SHARES)
-				return slate_usage_error(ctx, "create: at most %d --share",
-				                         MAX_SHARES);
+		case OPT_SHARE:
+			r = slate_parse_share(ctx, optarg, shares);
+			if (r != 0)
+				return r;
 			break;
-		}
 		case OPT_GENKEY:
 			return slate_fail("create",
 			                  "--generate-ssh-key: the SSH agent is not in this "
@@ -285,7 +300,7 @@ static const char *fmt_time(int64_t t, char *buf, size_t len)
 int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 {
 	_cleanup_json_ struct json_object *reply = NULL;
-	struct json_object *arr;
+	struct json_object *arr, *ch;
 	char path[512], tbuf[64], sz[32];
 	const char *s;
 	int64_t v;
@@ -324,6 +339,26 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 	printf("storage:     %s\n", STR("storage"));
 	if (json_object_object_get_ex(reply, "accelerator", NULL))
 		printf("accelerator: %s\n", STR("accelerator"));
+	if (json_get_object(reply, "channel", &ch) >= 0) {
+		bool up = false, ready = false;
+		int64_t sessions = 0, errors = 0, streams = 0;
+		const char *last = NULL;
+		(void)json_get_bool(ch, "connected", &up);
+		(void)json_get_bool(ch, "ready", &ready);
+		(void)json_get_int64(ch, "sessions", &sessions);
+		(void)json_get_int64(ch, "errors", &errors);
+		(void)json_get_int64(ch, "streams", &streams);
+		printf("channel:     %s, %lld open streams, %lld sessions, %lld protocol errors",
+		       ready ? "guest agent ready"
+		       : up  ? "connected, no agent yet"
+		             : "not connected",
+		       (long long)streams, (long long)sessions, (long long)errors);
+		if (json_get_string(ch, "last_error", &last) >= 0)
+			printf(" (last: %s)", last);
+		printf("\n");
+	}
+	if (json_get_bool(reply, "ephemeral", &b) >= 0 && b)
+		printf("ephemeral:   made by 'slate run --rm': deleted when that run ends\n");
 	v = 0;
 	(void)json_get_int64(reply, "memory_mib", &v);
 	printf("memory:      %lld MiB\n", (long long)v);
@@ -476,11 +511,15 @@ int cmd_rm(struct slate_ctx *ctx, int argc, char **argv)
 int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv)
 {
 	_cleanup_json_ struct json_object *reply = NULL;
-	static const char usage[] = "Usage: slate checkpoint ls NAME\n"
-	                            "       slate checkpoint revert NAME ID [--yes]\n"
-	                            "Proven-boot checkpoints of a workspace's disk and home.\n";
-	char path[700], tbuf[64];
-	bool yes = false;
+	static const char usage[] =
+	        "Usage: slate checkpoint ls NAME\n"
+	        "       slate checkpoint revert NAME ID [--system-only] [--yes]\n"
+	        "Proven-boot checkpoints of a workspace's disk and home: after each boot whose "
+	        "terminal proof succeeded, slated keeps a copy-on-write pair (the newest 5).\n"
+	        "revert (the workspace must be stopped) puts the pair back; --system-only puts "
+	        "back just the system disk and keeps home as it is.\n";
+	char path[700], tbuf[64], held[32];
+	bool yes = false, system_only = false;
 	const char *sub;
 	int r;
 
@@ -511,14 +550,17 @@ int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv)
 			return slate_print_json(reply), EXIT_SUCCESS;
 		if (json_get_array(reply, "checkpoints", &arr) < 0)
 			return slate_fail("checkpoint", "slated's reply has no checkpoint list");
-		printf("%-24s %s\n", "ID", "CREATED");
+		printf("%-24s %-20s %10s  %s\n", "ID", "CREATED", "HELD", "NOTE");
 		for (size_t i = 0; i < json_object_array_length(arr); i++) {
 			struct json_object *cp = json_object_array_get_idx(arr, i);
-			const char *id = "?";
-			int64_t t = 0;
+			const char *id = "?", *note = "";
+			int64_t t = 0, h = 0;
 			(void)json_get_string(cp, "id", &id);
+			(void)json_get_string(cp, "note", &note);
 			(void)json_get_int64(cp, "created", &t);
-			printf("%-24s %s\n", id, fmt_time(t, tbuf, sizeof(tbuf)));
+			(void)json_get_int64(cp, "held", &h);
+			printf("%-24s %-20s %10s  %s\n", id, fmt_time(t, tbuf, sizeof(tbuf)),
+			       size_format((uint64_t)h, held, sizeof(held)), note);
 		}
 		return EXIT_SUCCESS;
 	}
@@ -527,7 +569,9 @@ int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv)
 		argc -= r;
 		argv += r;
 		optind = 0;
+		parse_system_only = &system_only;
 		r = parse_simple(ctx, argc, argv, &yes, usage);
+		parse_system_only = NULL;
 		if (r < 0)
 			return parse_exit(r);
 		if (r != argc - 2)
@@ -541,15 +585,25 @@ int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv)
 			        ctx, "checkpoint revert: invalid checkpoint id '%s'", argv[r + 1]);
 		(void)snprintf(what, sizeof(what), "slate checkpoint revert %s %s:", argv[r],
 		               argv[r + 1]);
-		r = confirm(
-		        ctx, yes, what,
-		        "the current system disk and home, replaced by the checkpoint's pair",
-		        "secrets, SSH keys, settings, other checkpoints and shared host folders");
+		r = confirm(ctx, yes, what,
+		            system_only ? "the current system disk (everything installed or "
+		                          "changed outside /home since the checkpoint)"
+		                        : "the current system disk and home (everything written "
+		                          "since the checkpoint, /home included), replaced by the "
+		                          "checkpoint's pair",
+		            system_only
+		                    ? "home, secrets, SSH keys, settings, other checkpoints and "
+		                      "shared host folders"
+		                    : "secrets, SSH keys, settings, other checkpoints and shared "
+		                      "host folders");
 		if (r < 0)
 			return -r;
 		(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/checkpoints/%s/revert",
 		               argv[argc - 2], argv[argc - 1]);
-		r = call(ctx, "POST", path, NULL, &reply);
+		_cleanup_json_ struct json_object *body = json_object_new_object();
+		if (!body || json_add_bool(body, "system_only", system_only) < 0)
+			return slate_fail("checkpoint", "out of memory");
+		r = call(ctx, "POST", path, body, &reply);
 		if (r < 0)
 			return -r;
 		if (ctx->json)

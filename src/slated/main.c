@@ -15,6 +15,7 @@
 
 #include "api/routes.h"
 #include "api/server.h"
+#include "channel/channels.h"
 #include "image/store.h"
 #include "storage/storage.h"
 #include "util/conf.h"
@@ -331,7 +332,11 @@ int main(int argc, char **argv)
 	        .trusted_keys = o.trusted_keys ? o.trusted_keys : SLATE_SYSCONF_DIR "/trusted-keys",
 	        .channel = o.channel ? o.channel : "stable",
 	        .catalog_url = o.catalog_url};
-	/* Domain events, the KVM probe, and domains that kept running while slated was away. */
+	/* The guest channels, then domain events, the KVM probe, and domains that kept running
+	 * while slated was away (their channels are connected again). */
+	r = channels_new(&ctx.channels);
+	if (r < 0)
+		log_error_errno(r, "cannot start the guest channels (exec and shells will fail)");
 	(void)vm_daemon_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
@@ -370,6 +375,7 @@ int main(int argc, char **argv)
 	(void)sd_notify(0, "STOPPING=1");
 	api_server_stop(TAKE_PTR(server));
 	vm_daemon_stop(&ctx);
+	channels_free(TAKE_PTR(ctx.channels));
 	workspace_store_free(ctx.workspaces);
 	storage_close(ctx.storage);
 	free(o.state_dir);

@@ -35,6 +35,13 @@ tests_fuzz_fuzz_image_json_SOURCES = tests/fuzz/fuzz-image-json.c src/libslate/u
 tests_fuzz_fuzz_image_json_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_image_json_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_image_json_LDADD = $(LIBSLATE_LIBS)
+# The guest channel: the host's multiplexer fed a guest's bytes, and the exec records.
+noinst_PROGRAMS += tests/fuzz/fuzz-channel
+tests_fuzz_fuzz_channel_SOURCES = tests/fuzz/fuzz-channel.c \
+	src/libslate/channel/mux.c src/libslate/channel/proto.c
+tests_fuzz_fuzz_channel_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_channel_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_channel_LDADD = $(LIBSLATE_LIBS)
 endif
 
 FUZZ_REPLAY_CFLAGS = $(LIBSLATE_CFLAGS)
@@ -65,3 +72,9 @@ tests_unit_test_fuzz_corpus_image_json_SOURCES = tests/fuzz/replay.c tests/fuzz/
 tests_unit_test_fuzz_corpus_image_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-image-json\"
 tests_unit_test_fuzz_corpus_image_json_LDADD = $(LIBSLATE_LIBS)
+unit_tests += tests/unit/test-fuzz-corpus-channel
+check_PROGRAMS += tests/unit/test-fuzz-corpus-channel
+tests_unit_test_fuzz_corpus_channel_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-channel.c
+tests_unit_test_fuzz_corpus_channel_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-channel\"
+tests_unit_test_fuzz_corpus_channel_LDADD = $(LIBSLATE_LIBS)

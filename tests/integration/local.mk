@@ -5,3 +5,6 @@
 integration_tests += tests/integration/boot-test-image.sh tests/integration/daemon.sh \
 	tests/integration/workspaces.sh
 EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_tests)
+
+# The guest channel end to end: exec, shell PTYs, run --rm, proven-boot checkpoints.
+integration_tests += tests/integration/exec.sh

@@ -40,3 +40,12 @@ check_PROGRAMS += tests/unit/test-size
 tests_unit_test_size_SOURCES = tests/unit/test-size.c
 tests_unit_test_size_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_size_LDADD = $(UNIT_LDADD)
+# The guest channel's host side against a peer speaking the protocol by hand.
+unit_tests += tests/unit/test-channel
+check_PROGRAMS += tests/unit/test-channel
+tests_unit_test_channel_SOURCES = tests/unit/test-channel.c
+tests_unit_test_channel_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_channel_LDADD = $(UNIT_LDADD)
+# slate-guest against a scripted host (tests/unit/guest-driver.py), without a VM.
+unit_tests += tests/unit/slate-guest.test
+EXTRA_DIST += tests/unit/slate-guest.test tests/unit/guest-driver.py

@@ -213,7 +213,7 @@ static void test_shares(void **state)
 	assert_xp(&p, "/domain/devices/filesystem[1]/source/@dir", "/home/u/src & co");
 	assert_xp(&p, "/domain/devices/filesystem[1]/target/@dir", "share0");
 	assert_xp(&p, "/domain/devices/filesystem[1]/binary/@path", "/usr/lib/qemu/virtiofsd");
-	assert_int_equal(count(&p, "/domain/devices/filesystem[1]/readonly"), 1);
+	assert_int_equal(count(&p, "/domain/devices/filesystem[1]/readonly"), 0);
 	assert_int_equal(count(&p, "/domain/devices/filesystem[2]/readonly"), 0);
 	parsed_free(&p);
 }

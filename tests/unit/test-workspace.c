@@ -561,6 +561,98 @@ static void assert_no_leftovers(const char *dir)
 	closedir(d);
 }
 
+/* ---- home templates ---- */
+
+static char *templates_dir(struct ctx *c)
+{
+	char *p = fs_path_join(storage_workspaces_path(c->s), ".home-templates");
+
+	assert_non_null(p);
+	return p;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && streq(s + n - k, suffix);
+}
+
+/* The path of the template for homes of size bytes; NULL when there is none, a failure when
+ * there are several. */
+static char *template_path(struct ctx *c, uint64_t size)
+{
+	_cleanup_free_ char *dir = templates_dir(c);
+	char suffix[32], *found = NULL;
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir(dir);
+	if (!d)
+		return NULL;
+	snprintf(suffix, sizeof(suffix), "-%" PRIu64 ".img", size);
+	while ((de = readdir(d))) {
+		if (!strneq(de->d_name, "home-", 5) || !has_suffix(de->d_name, suffix))
+			continue;
+		if (found)
+			fail_msg("two templates for %" PRIu64 " bytes: %s and %s", size, found,
+			         de->d_name);
+		found = fs_path_join(dir, de->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+/* After a sweep the templates' directory holds complete templates only. */
+static void assert_templates_clean(struct ctx *c)
+{
+	_cleanup_free_ char *dir = templates_dir(c);
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir(dir);
+	if (!d) {
+		assert_int_equal(errno, ENOENT);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (!strneq(de->d_name, "home-", 5) || !has_suffix(de->d_name, ".img"))
+			fail_msg("leftover %s/%s", dir, de->d_name);
+	}
+	closedir(d);
+}
+
+/* e2fsck -fn: a consistent ext4 that e2fsck would not touch. */
+static bool fsck_clean(const char *path)
+{
+	const char *argv[] = {"e2fsck", "-fn", path, NULL};
+	return run_argv(argv);
+}
+
+/*
+ * b has exactly a's written extents, shared: a reflink clone nobody wrote to yet. (Unwritten
+ * extents read as zeros, like holes; FICLONE leaves them out.)
+ */
+static bool same_extents(const char *a, const char *b)
+{
+	struct fiemap_extent fa[64], fb[64];
+	unsigned na = fiemap(a, fa, 64), nb = fiemap(b, fb, 64), i = 0, j = 0;
+
+	for (;; i++, j++) {
+		while (i < na && (fa[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN))
+			i++;
+		while (j < nb && (fb[j].fe_flags & FIEMAP_EXTENT_UNWRITTEN))
+			j++;
+		if (i == na || j == nb)
+			return i == na && j == nb && j > 0;
+		if (fa[i].fe_logical != fb[j].fe_logical ||
+		    fa[i].fe_physical != fb[j].fe_physical || fa[i].fe_length != fb[j].fe_length ||
+		    !(fb[j].fe_flags & FIEMAP_EXTENT_SHARED))
+			return false;
+	}
+}
+
 /*
  * The invariants a sweep must restore: no temporary objects anywhere, every listed workspace
  * loads and has exactly the images its state says, no pending journal, complete checkpoints
@@ -573,6 +665,7 @@ static void assert_consistent(struct ctx *c)
 	size_t n = 0, ne = 0;
 
 	assert_no_leftovers(storage_workspaces_path(c->s));
+	assert_templates_clean(c);
 	assert_int_equal(workspace_list(c->st, &l, &n), 0);
 	for (size_t i = 0; i < n; i++) {
 		struct workspace *w = l[i], *w2 = NULL;
@@ -789,17 +882,13 @@ static void test_create_layout(void **state)
 	assert_consistent(c);
 }
 
-/* The skeleton home inside home.img belongs to uid 1000, with a private .ssh. */
-static void test_home_skeleton(void **state)
+/* The skeleton home inside the ext4 image home belongs to uid 1000, with a private .ssh. */
+static void assert_skeleton(const char *home)
 {
-	struct ctx *c = *state;
-	_cleanup_free_ char *home = NULL;
 	char cmd[512], line[512];
-	bool root_ok = false, ssh_ok = false, profile_ok = false;
+	bool root_ok = false, ssh_ok = false, profile_ok = false, bashrc_ok = false;
 	FILE *p;
 
-	create_ws(c, "skel", SMALL_HOME);
-	home = wpath(c, "skel", "home.img");
 	snprintf(cmd, sizeof(cmd), "debugfs -R 'ls -l /' %s 2>/dev/null", home);
 	p = popen(cmd, "r");
 	assert_non_null(p);
@@ -815,11 +904,131 @@ static void test_home_skeleton(void **state)
 			ssh_ok = true;
 		if (streq(name, ".profile") && uid == 1000)
 			profile_ok = true;
+		if (streq(name, ".bashrc") && mode == 0100644 && uid == 1000 && gid == 1000)
+			bashrc_ok = true;
 	}
 	pclose(p);
-	assert_true(root_ok);
-	assert_true(ssh_ok);
-	assert_true(profile_ok);
+	if (!root_ok || !ssh_ok || !profile_ok || !bashrc_ok)
+		fail_msg("%s: skeleton root %d .ssh %d .profile %d .bashrc %d", home, root_ok,
+		         ssh_ok, profile_ok, bashrc_ok);
+}
+
+static void test_home_skeleton(void **state)
+{
+	struct ctx *c = *state;
+	_cleanup_free_ char *home = NULL;
+
+	create_ws(c, "skel", SMALL_HOME);
+	home = wpath(c, "skel", "home.img");
+	assert_skeleton(home);
+}
+
+/* Reads len bytes at off of path; false when it is not there. */
+static bool file_holds(const char *path, uint64_t off, const char *text)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[256];
+	size_t n = strlen(text);
+
+	return fd >= 0 && pread(fd, buf, n, (off_t)off) == (ssize_t)n && memcmp(buf, text, n) == 0;
+}
+
+/*
+ * Where storage reflinks, the first home of a size makes the store's template for it and every
+ * home after it (create, prepare after wipe-home) is a clone of that template: made once, reused,
+ * never listed, swept when stale, damaged or no longer needed. qcow2 runs mke2fs every time.
+ */
+static void test_home_template(void **state)
+{
+	struct ctx *c = *state;
+	_cleanup_free_ char *dir = templates_dir(c), *tpl = NULL, *again = NULL, *remade = NULL;
+	_cleanup_free_ char *h1 = NULL, *h2 = NULL, *h3 = NULL, *stale = NULL, *tmp = NULL;
+	_cleanup_free_ char *skel = NULL, *dflt = NULL;
+	struct stat st1, st2;
+	double t0, t1, t2;
+
+	t0 = now_ms();
+	create_ws(c, "tpl-a", SMALL_HOME);
+	t1 = now_ms();
+	create_ws(c, "tpl-b", SMALL_HOME);
+	t2 = now_ms();
+	print_message("create on %s (%s): %.1f ms the first of its home size, %.1f ms the next\n",
+	              c->fs->type, storage_kind_name(c->kind), t1 - t0, t2 - t1);
+	h1 = wpath(c, "tpl-a", "home.img");
+	h2 = wpath(c, "tpl-b", "home.img");
+	assert_true(fsck_clean(h1));
+	assert_true(fsck_clean(h2));
+	assert_skeleton(h2);
+	tpl = template_path(c, SMALL_HOME);
+	if (c->kind == STORAGE_QCOW2) {
+		assert_null(tpl);
+		assert_int_equal(access(dir, F_OK), -1);
+		return;
+	}
+
+	/* One template, made once; both homes are clones of it. */
+	assert_non_null(tpl);
+	assert_int_equal(stat(tpl, &st1), 0);
+	assert_true(S_ISREG(st1.st_mode));
+	assert_int_equal(st1.st_mode & 0777, 0600);
+	assert_int_equal((uint64_t)st1.st_size, SMALL_HOME);
+	assert_true(fsck_clean(tpl));
+	assert_true(same_extents(tpl, h1));
+	assert_true(same_extents(tpl, h2));
+	/* A guest's writes stay in its own home. */
+	wwrite(c, "tpl-a", "home.img", 100 * MIB, "written by tpl-a");
+	assert_false(wholds(c, "tpl-b", "home.img", 100 * MIB, "written by tpl-a"));
+	assert_false(file_holds(tpl, 100 * MIB, "written by tpl-a"));
+
+	/* Not a workspace; the sweep keeps it (a workspace has its size) and drops the rest. */
+	assert_int_equal(n_workspaces(c), 2);
+	stale = fs_path_join(dir, "home-0000000000000000-268435456.img");
+	tmp = fs_path_join(dir, ".tmp-abcdef-home-0000000000000000-268435456.img");
+	skel = fs_path_join(dir, ".tmp-skel-abcdef");
+	assert_int_equal(fs_write_atomic_at(AT_FDCWD, stale, "x", 1, 0600), 0);
+	assert_int_equal(fs_write_atomic_at(AT_FDCWD, tmp, "x", 1, 0600), 0);
+	assert_int_equal(mkdir(skel, 0755), 0);
+	reopen(c);
+	assert_int_equal(access(stale, F_OK), -1);
+	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(access(skel, F_OK), -1);
+	again = template_path(c, SMALL_HOME);
+	assert_non_null(again);
+	assert_string_equal(again, tpl);
+	assert_int_equal(stat(again, &st2), 0);
+	assert_int_equal(st2.st_ino, st1.st_ino);
+	assert_int_equal(st2.st_mtim.tv_sec, st1.st_mtim.tv_sec);
+	assert_int_equal(st2.st_mtim.tv_nsec, st1.st_mtim.tv_nsec);
+	assert_consistent(c);
+
+	/* wipe-home and the prepare after it take the same path. */
+	assert_int_equal(workspace_wipe_home(c->st, "tpl-a"), 0);
+	assert_int_equal(workspace_prepare(c->st, "tpl-a"), 0);
+	assert_true(same_extents(tpl, h1));
+	assert_false(wholds(c, "tpl-a", "home.img", 100 * MIB, "written by tpl-a"));
+
+	/* A damaged template is made again, never cloned. */
+	write_file_at(tpl, 1080, "\0\0", 2);
+	create_ws(c, "tpl-c", SMALL_HOME);
+	h3 = wpath(c, "tpl-c", "home.img");
+	remade = template_path(c, SMALL_HOME);
+	assert_non_null(remade);
+	assert_true(is_ext4(remade));
+	assert_true(same_extents(remade, h3));
+	assert_true(fsck_clean(h3));
+	assert_consistent(c);
+
+	/* Once no workspace has its size it goes at the next sweep; the default size's stays. */
+	create_ws(c, "tpl-d", 0);
+	assert_int_equal(workspace_delete(c->st, "tpl-a"), 0);
+	assert_int_equal(workspace_delete(c->st, "tpl-b"), 0);
+	assert_int_equal(workspace_delete(c->st, "tpl-c"), 0);
+	assert_int_equal(workspace_delete(c->st, "tpl-d"), 0);
+	reopen(c);
+	assert_null(template_path(c, SMALL_HOME));
+	dflt = template_path(c, WORKSPACE_DEFAULT_HOME_SIZE);
+	assert_non_null(dflt);
+	assert_consistent(c);
 }
 
 static void test_create_duplicate(void **state)
@@ -1205,28 +1414,40 @@ static void test_checkpoints(void **state)
 	/* Revert brings back both images as they were. */
 	wwrite(c, "cp", "disk.img", 12 * MIB, "after everything");
 	wwrite(c, "cp", "home.img", 200 * MIB, "after everything");
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[2]), 0);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[2], false), 0);
 	assert_true(wholds(c, "cp", "disk.img", 12 * MIB, "generation 2"));
 	assert_true(wholds(c, "cp", "home.img", 200 * MIB, "generation 2"));
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[6]), 0);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[6], false), 0);
 	assert_true(wholds(c, "cp", "disk.img", 12 * MIB, "generation 6"));
 	assert_true(wholds(c, "cp", "home.img", 200 * MIB, "generation 6"));
 	/* The checkpoint itself is untouched by writes after a revert. */
 	wwrite(c, "cp", "disk.img", 12 * MIB, "scribble");
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[6]), 0);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[6], false), 0);
 	assert_true(wholds(c, "cp", "disk.img", 12 * MIB, "generation 6"));
+	/* --system-only: the system disk goes back, home keeps what was written since. */
+	wwrite(c, "cp", "disk.img", 12 * MIB, "system later");
+	wwrite(c, "cp", "home.img", 200 * MIB, "home later");
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[4], true), 0);
+	assert_true(wholds(c, "cp", "disk.img", 12 * MIB, "generation 4"));
+	assert_true(wholds(c, "cp", "home.img", 200 * MIB, "home later"));
+	/* Each checkpoint holds something of its own (its generation's writes). */
+	assert_int_equal(workspace_checkpoint_list(c->st, "cp", &l, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_true(l[i].held > 0);
+	checkpoint_info_list_free(l, n);
 
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[0]), -ENOENT); /* pruned */
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", "../x"), -EINVAL);
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ""), -EINVAL);
-	assert_int_equal(workspace_checkpoint_revert(c->st, "nosuch", ids[6]), -ENOENT);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[0], false),
+	                 -ENOENT); /* pruned */
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", "../x", false), -EINVAL);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", "", false), -EINVAL);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "nosuch", ids[6], false), -ENOENT);
 	assert_int_equal(workspace_checkpoint_list(c->st, "nosuch", &l, &n), -ENOENT);
 
 	/* Nothing to checkpoint after a reset. */
 	assert_int_equal(workspace_reset(c->st, "cp"), 0);
 	assert_int_equal(workspace_checkpoint_create(c->st, "cp", NULL, NULL), -ENOENT);
 	/* A revert restores a reset disk too. */
-	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[5]), 0);
+	assert_int_equal(workspace_checkpoint_revert(c->st, "cp", ids[5], false), 0);
 	assert_true(wholds(c, "cp", "disk.img", 12 * MIB, "generation 5"));
 	assert_consistent(c);
 }
@@ -1247,6 +1468,9 @@ static const struct crash_case {
         {"create:after-mac", V_CREATE, OLD},
         {"create:after-state", V_CREATE, OLD},
         {"create:after-rename", V_CREATE, NEW},
+        /* A create that has to make the home template first (none for qcow2). */
+        {"home-template:after-mke2fs", V_CREATE, OLD},
+        {"home-template:after-rename", V_CREATE, OLD},
         {"reset:after-save", V_RESET, NEW},
         {"reset:after-unlink", V_RESET, NEW},
         {"wipe-home:after-journal", V_WIPE, NEW},
@@ -1299,7 +1523,7 @@ static int run_verb(struct ctx *c, const struct crash_case *k, const char *name,
 	case V_CHECKPOINT:
 		return workspace_checkpoint_create(c->st, name, "crash", NULL);
 	case V_REVERT:
-		return workspace_checkpoint_revert(c->st, name, cp);
+		return workspace_checkpoint_revert(c->st, name, cp, false);
 	}
 	return -EINVAL;
 }
@@ -1328,6 +1552,16 @@ static void crash_one(struct ctx *c, size_t i)
 	int status;
 
 	snprintf(name, sizeof(name), "k%zu", i);
+	if (strneq(k->point, "home-template:", 14)) {
+		_cleanup_free_ char *dir = templates_dir(c);
+
+		if (c->kind == STORAGE_QCOW2)
+			return; /* no templates there */
+		/* A home of its size exists, so that the sweep keeps a complete template... */
+		create_ws(c, "keeper", SMALL_HOME);
+		/* ...and the crashing create must make one: none left by an earlier case. */
+		assert_int_equal(sh("rm -rf %s", dir), 0);
+	}
 	if (k->verb != V_CREATE) {
 		create_ws(c, name, SMALL_HOME);
 		wwrite(c, name, "disk.img", DISK_OFF, "disk before");
@@ -1380,6 +1614,25 @@ static void crash_one(struct ctx *c, size_t i)
 
 	switch (k->verb) {
 	case V_CREATE:
+		if (strneq(k->point, "home-template:", 14)) {
+			/* Never half a template under its name: complete, or not there. */
+			_cleanup_free_ char *tpl = template_path(c, SMALL_HOME);
+
+			assert_int_equal(tpl != NULL,
+			                 streq(k->point, "home-template:after-rename"));
+			if (tpl)
+				assert_true(fsck_clean(tpl));
+			/* The next create makes it or uses it. */
+			create_ws(c, name, SMALL_HOME);
+			free(tpl);
+			tpl = template_path(c, SMALL_HOME);
+			assert_non_null(tpl);
+			_cleanup_free_ char *home = wpath(c, name, "home.img");
+			assert_true(same_extents(tpl, home));
+			assert_true(fsck_clean(home));
+			assert_int_equal(workspace_delete(c->st, name), 0);
+			assert_int_equal(workspace_delete(c->st, "keeper"), 0);
+		}
 		if (k->want == OLD) {
 			assert_int_equal(workspace_load(c->st, name, &w), -ENOENT);
 		} else {
@@ -1812,6 +2065,7 @@ static int group_teardown(void **state)
 #define FS_TESTS                                                                                   \
 	cmocka_unit_test_setup_teardown(test_create_layout, setup_ctx, teardown_ctx),              \
 	        cmocka_unit_test_setup_teardown(test_home_skeleton, setup_ctx, teardown_ctx),      \
+	        cmocka_unit_test_setup_teardown(test_home_template, setup_ctx, teardown_ctx),      \
 	        cmocka_unit_test_setup_teardown(test_create_duplicate, setup_ctx, teardown_ctx),   \
 	        cmocka_unit_test_setup_teardown(test_create_invalid, setup_ctx, teardown_ctx),     \
 	        cmocka_unit_test_setup_teardown(test_create_missing_image, setup_ctx,              \

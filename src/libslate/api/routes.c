@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "storage/reflink.h"
@@ -183,6 +184,8 @@ static const struct api_route routes[] = {
         {"POST", "/workspaces/:name/start", handle_workspace_start},
         {"POST", "/workspaces/:name/stop", handle_workspace_stop},
         {"POST", "/workspaces/:name/console", handle_workspace_console},
+        {"POST", "/workspaces/:name/exec", handle_workspace_exec},
+        {"POST", "/run", handle_run},
         {"GET", "/workspaces/:name/checkpoints", handle_checkpoint_list},
         {"POST", "/workspaces/:name/checkpoints/:id/revert", handle_checkpoint_revert},
         {"GET", "/images", handle_image_list},

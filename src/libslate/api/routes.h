@@ -7,10 +7,12 @@
 #include <time.h>
 
 #include "api/server.h"
+#include "vm/lifecycle.h"
 
 struct storage;
 struct workspace_store;
 struct vm_events;
+struct channels;
 
 struct daemon_ctx {
 	const char *state_dir;
@@ -23,6 +25,7 @@ struct daemon_ctx {
 	struct workspace_store *workspaces;
 	const char *storage_error;
 	struct vm_events *vm_events; /* domain events (api/vm.c) */
+	struct channels *channels;   /* the guest channels (channel/channels.h); may be NULL */
 	const char *trusted_keys;    /* catalog keys (dir); NULL: SLATE_SYSCONF_DIR/trusted-keys */
 	const char *channel;         /* the catalog channel followed; NULL: "stable" */
 	const char *catalog_url;     /* the default catalog source, may be NULL */
@@ -57,6 +60,16 @@ int handle_image_verify(struct api_request *req, struct api_reply *reply);
 int handle_workspace_start(struct api_request *req, struct api_reply *reply);
 int handle_workspace_stop(struct api_request *req, struct api_reply *reply);
 int handle_workspace_console(struct api_request *req, struct api_reply *reply);
+/*
+ * Starts the workspace (as POST /workspaces/:name/start does: boot, terminal proof, proven-boot
+ * checkpoint), reporting progress through progress_fn. On failure code and msg say why.
+ */
+int api_vm_start(struct daemon_ctx *d, const char *name, unsigned timeout_s,
+                 vm_progress_fn progress_fn, void *userdata, struct json_object **ret, char *code,
+                 size_t code_len, char *msg, size_t msg_len);
+/* Powers the workspace's domain off (if it runs), forgets it and deletes the workspace, under
+ * its lock. For `slate run --rm` and for the ephemeral workspaces slated finds at start. */
+int api_vm_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen);
 /* Starts domain events, probes KVM, picks up running domains and logs orphans. Returns 0. */
 int vm_daemon_start(struct daemon_ctx *d);
 void vm_daemon_stop(struct daemon_ctx *d);

@@ -4,6 +4,7 @@
  * runs in stream workers; the daemon-side parts (picking up running domains when slated starts,
  * domain events, the doctor's domain check) live here too.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,13 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
+#include "channel/channels.h"
 #include "image/store.h"
 #include "storage/storage.h"
 #include "util/error.h"
@@ -162,8 +166,57 @@ static int make_traversable(const char *top, const char *dir)
 	}
 }
 
+/*
+ * Read-only shares: QEMU's virtiofsd (7.2) has no read-only mode and libvirt 9.0 refuses
+ * <readonly/> for virtiofs, so virtiofsd serves a read-only bind mount of the directory, made
+ * under the runtime directory ($runtime/vm/<workspace>/ro/<tag>). Root in the guest cannot write
+ * through it: the kernel refuses on the host side. Unmounted when the domain stops.
+ */
+static int ro_bind(const char *run_dir, const char *tag, const char *src, char **ret)
+{
+	_cleanup_free_ char *dir = fs_path_join(run_dir, "ro"), *mp = NULL;
+
+	if (!dir || !(mp = fs_path_join(dir, tag)))
+		return -ENOMEM;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	(void)umount2(mp, MNT_DETACH);
+	if (mkdir(mp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (mount(src, mp, NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	if (mount(NULL, mp, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0) {
+		int r = -errno;
+		(void)umount2(mp, MNT_DETACH);
+		return r;
+	}
+	*ret = TAKE_PTR(mp);
+	return 0;
+}
+
+/* Undoes every ro_bind() of a workspace. */
+static void ro_unbind_all(const struct daemon_ctx *d, const char *name)
+{
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_(closedirp) DIR *dp = NULL;
+	struct dirent *de;
+
+	if (asprintf(&dir, "%s/vm/%s/ro", d->runtime_dir, name) < 0 || !(dp = opendir(dir)))
+		return;
+	while ((de = readdir(dp))) {
+		_cleanup_free_ char *mp = NULL;
+		if (de->d_name[0] == '.' || !(mp = fs_path_join(dir, de->d_name)))
+			continue;
+		if (umount2(mp, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+			log_ws(LOG_WARNING, name, "cannot unmount %s: %s", mp, strerror(errno));
+		(void)rmdir(mp);
+	}
+}
+
 struct boot_paths {
 	char *ws_dir, *run_dir, *disk, *home, *kernel, *initrd, *cmdline, *log, *sock;
+	char *ro[VM_MAX_SHARES];
 	char tags[VM_MAX_SHARES][16];
 	struct vm_share shares[VM_MAX_SHARES];
 };
@@ -179,11 +232,146 @@ static void boot_paths_free(struct boot_paths *p)
 	free(p->cmdline);
 	free(p->log);
 	free(p->sock);
+	for (size_t i = 0; i < VM_MAX_SHARES; i++)
+		free(p->ro[i]);
 }
 
-static int start_stream(struct api_stream *s, void *arg)
+#define PROOF_TIMEOUT_S 120
+
+static double now_s(void)
 {
-	struct vm_op *op = arg;
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct pause_ctx {
+	virDomainPtr dom;
+	double paused_at, paused_ms;
+	bool paused;
+};
+
+static int cp_pause(void *userdata)
+{
+	struct pause_ctx *p = userdata;
+
+	if (virDomainSuspend(p->dom) < 0)
+		return -EIO;
+	p->paused = true;
+	p->paused_at = now_s();
+	return 0;
+}
+
+static void cp_resume(void *userdata)
+{
+	struct pause_ctx *p = userdata;
+
+	if (!p->paused)
+		return;
+	if (virDomainResume(p->dom) < 0)
+		log_warning("cannot resume %s after its checkpoint: %s", virDomainGetName(p->dom),
+		            vm_last_error());
+	p->paused_ms = (now_s() - p->paused_at) * 1000;
+	p->paused = false;
+}
+
+/*
+ * The proven-boot checkpoint: disk.img and home.img cloned together while the domain is paused
+ * (QEMU drains and flushes its disk I/O when it pauses), so the pair is consistent.
+ */
+static int proven_checkpoint(struct daemon_ctx *d, virConnectPtr conn, const char *name,
+                             struct checkpoint_info *cp, double *ret_pause_ms)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	struct pause_ctx pc = {0};
+	struct checkpoint_hooks h = {.pause = cp_pause, .resume = cp_resume, .userdata = &pc};
+	int r;
+
+	r = vm_domain_lookup(conn, name, &dom);
+	if (r < 0)
+		return r;
+	pc.dom = dom;
+	r = workspace_checkpoint_create_hooked(d->workspaces, name, "proven boot", &h, cp);
+	cp_resume(&pc);
+	*ret_pause_ms = pc.paused_ms;
+	return r;
+}
+
+/*
+ * Mounts each share in the guest (as root, over the channel): share<i> at its guest directory,
+ * by default ~/<basename> of the workspace user, "-2", "-3"... added to repeated basenames.
+ */
+static int mount_shares(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen)
+{
+	static const char script[] =
+	        "set -e\n"
+	        "u=slate; grep -q '^slate:' /etc/passwd || u=root\n"
+	        "home=$(awk -F: -v u=$u '$1==u{print $6}' /etc/passwd)\n"
+	        "while [ $# -ge 3 ]; do\n"
+	        "  tag=$1 dir=$2 ro=$3; shift 3\n"
+	        "  case $dir in '~/'*) dir=$home/${dir#'~/'}; new=1 ;; *) new= ;; esac\n"
+	        "  if [ ! -d \"$dir\" ]; then mkdir -p \"$dir\"; [ -z \"$new\" ] || chown $u: "
+	        "\"$dir\"; fi\n"
+	        "  mount -t virtiofs -o $ro,nodev,nosuid \"$tag\" \"$dir\"\n"
+	        "done\n";
+	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
+	char tags[VM_MAX_SHARES][16], dirs[VM_MAX_SHARES][300], out[4096];
+	int status = -1, r;
+
+	if (!req)
+		return -ENOMEM;
+	req->args[req->n_args++] = (struct ex_str){"sh", 2};
+	req->args[req->n_args++] = (struct ex_str){"-c", 2};
+	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
+	req->args[req->n_args++] = (struct ex_str){"slate-mount", 11};
+	req->user = (struct ex_str){"root", 4};
+	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
+		(void)snprintf(tags[i], sizeof(tags[i]), "share%zu", i);
+		workspace_share_guest_dir(w, i, dirs[i], sizeof(dirs[i]));
+		req->args[req->n_args++] = (struct ex_str){tags[i], (uint32_t)strlen(tags[i])};
+		req->args[req->n_args++] = (struct ex_str){dirs[i], (uint32_t)strlen(dirs[i])};
+		req->args[req->n_args++] =
+		        w->shares[i].readonly ? (struct ex_str){"ro", 2} : (struct ex_str){"rw", 2};
+	}
+	r = exec_collect(d, w->name, req, NULL, 60000, out, sizeof(out), &status, err, errlen);
+	if (r < 0)
+		return r;
+	if (status != 0) {
+		(void)snprintf(err, errlen, "mount exited %d: %.1024s", status, out);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Where a start reports progress and failure: an API stream, or a `slate run` session. */
+struct start_io {
+	vm_progress_fn progress;
+	void *userdata;
+	char *code, *msg;
+	size_t code_len, msg_len;
+};
+
+_printf_(3, 4) static int start_fail(struct start_io *s, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)snprintf(s->code, s->code_len, "%s", code);
+	va_start(ap, fmt);
+	(void)vsnprintf(s->msg, s->msg_len, fmt, ap);
+	va_end(ap);
+	return -EIO;
+}
+
+static void start_progress(const char *step, const char *detail, void *userdata)
+{
+	struct start_io *s = userdata;
+
+	s->progress(step, detail, s->userdata);
+}
+
+static int do_start(struct vm_op *op, struct start_io *s, struct json_object **ret)
+{
 	struct daemon_ctx *d = op->d;
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_(image_info_freep) struct image_info *img = NULL;
@@ -197,21 +385,24 @@ static int start_stream(struct api_stream *s, void *arg)
 	enum vm_state state;
 	char domain[128], errbuf[4096] = "";
 	const char *name = op->name;
+	_cleanup_free_ char *channel_sock = NULL;
+	struct checkpoint_info cp = {0};
+	double t0, proof_s, pause_ms = 0;
 	bool drift;
 	int r;
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
-		return stream_fail(s, API_ERR_FAILED, "start %s: cannot lock: %s", name,
-		                   slate_strerror(r));
+		return start_fail(s, API_ERR_FAILED, "start %s: cannot lock: %s", name,
+		                  slate_strerror(r));
 	r = workspace_load(d->workspaces, name, &w);
 	if (r < 0)
-		return stream_fail(s, r == -ENOENT ? API_ERR_NOT_FOUND : API_ERR_FAILED,
-		                   "start %s: %s", name,
-		                   r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
+		return start_fail(s, r == -ENOENT ? API_ERR_NOT_FOUND : API_ERR_FAILED,
+		                  "start %s: %s", name,
+		                  r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
 	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
 	if (w->compromised && (w->disk_present || w->home_present))
-		return stream_fail(
+		return start_fail(
 		        s, API_ERR_COMPROMISED,
 		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
 		        "start until its disk and home are wiped: 'slate wipe %s' (or 'slate "
@@ -222,29 +413,29 @@ static int start_stream(struct api_stream *s, void *arg)
 		        name);
 	r = vm_connect(d->libvirt_uri, &conn);
 	if (r < 0)
-		return stream_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot connect to %s: %s",
-		                   name, d->libvirt_uri, vm_last_error());
+		return start_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot connect to %s: %s",
+		                  name, d->libvirt_uri, vm_last_error());
 	r = vm_workspace_state(conn, name, &state);
 	if (r < 0)
-		return stream_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot ask libvirt: %s", name,
-		                   vm_last_error());
+		return start_fail(s, API_ERR_UNAVAILABLE, "start %s: cannot ask libvirt: %s", name,
+		                  vm_last_error());
 
 	r = image_store_get(d->storage, w->image_id, &img);
 	if (r < 0)
-		return stream_fail(s, API_ERR_FAILED,
-		                   "start %s: image '%s' is not installed ('slate image ls'): %s",
-		                   name, w->image_id, slate_strerror(r));
+		return start_fail(s, API_ERR_FAILED,
+		                  "start %s: image '%s' is not installed ('slate image ls'): %s",
+		                  name, w->image_id, slate_strerror(r));
 	drift = w->disk_present && img->version != w->base_version;
 	if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) {
 		if (drift && op->reset_to_base) {
-			progress("resetting", "discarding disk.img for a fresh clone of the base",
-			         s);
+			start_progress("resetting",
+			               "discarding disk.img for a fresh clone of the base", s);
 			r = workspace_reset(d->workspaces, name);
 			if (r < 0)
-				return stream_fail(s, API_ERR_FAILED, "start %s: reset: %s", name,
-				                   slate_strerror(r));
+				return start_fail(s, API_ERR_FAILED, "start %s: reset: %s", name,
+				                  slate_strerror(r));
 		} else if (drift && !op->as_is) {
-			return stream_fail(
+			return start_fail(
 			        s, API_ERR_BASE_DRIFT,
 			        "workspace '%s' was cloned from version %lld of image '%s', which "
 			        "is "
@@ -258,19 +449,19 @@ static int start_stream(struct api_stream *s, void *arg)
 			(void)snprintf(msg, sizeof(msg),
 			               "keeping disk.img from image version %lld (now %lld)",
 			               (long long)w->base_version, (long long)img->version);
-			progress("base-drift", msg, s);
+			start_progress("base-drift", msg, s);
 		}
-		progress("preparing", "disk.img and home.img", s);
+		start_progress("preparing", "disk.img and home.img", s);
 		r = workspace_prepare(d->workspaces, name);
 		if (r < 0)
-			return stream_fail(s, r == -ENOSPC ? API_ERR_NO_SPACE : API_ERR_FAILED,
-			                   "start %s: preparing its disks: %s", name,
-			                   slate_strerror(r));
+			return start_fail(s, r == -ENOSPC ? API_ERR_NO_SPACE : API_ERR_FAILED,
+			                  "start %s: preparing its disks: %s", name,
+			                  slate_strerror(r));
 		workspace_free(TAKE_PTR(w));
 		r = workspace_load(d->workspaces, name, &w);
 		if (r < 0)
-			return stream_fail(s, API_ERR_FAILED, "start %s: %s", name,
-			                   slate_strerror(r));
+			return start_fail(s, API_ERR_FAILED, "start %s: %s", name,
+			                  slate_strerror(r));
 		if (w->compromised) {
 			log_ws(LOG_NOTICE, name,
 			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
@@ -282,11 +473,11 @@ static int start_stream(struct api_stream *s, void *arg)
 			w->compromised_host = NULL;
 			r = workspace_save(d->workspaces, w);
 			if (r < 0)
-				return stream_fail(s, API_ERR_FAILED, "start %s: %s", name,
-				                   slate_strerror(r));
+				return start_fail(s, API_ERR_FAILED, "start %s: %s", name,
+				                  slate_strerror(r));
 		}
 	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
-		return stream_fail(
+		return start_fail(
 		        s, API_ERR_BUSY,
 		        "start %s: it is suspended with memory that uses its current disk; "
 		        "'slate stop --force %s' discards that first",
@@ -295,17 +486,17 @@ static int start_stream(struct api_stream *s, void *arg)
 
 	r = vm_template_load(NULL, &template, &origin);
 	if (r < 0)
-		return stream_fail(s, API_ERR_FAILED,
-		                   "start %s: cannot read the domain template %s/libvirt-xml/"
-		                   "domain.xml: %s",
-		                   name, SLATE_SYSCONF_DIR, slate_strerror(r));
+		return start_fail(s, API_ERR_FAILED,
+		                  "start %s: cannot read the domain template %s/libvirt-xml/"
+		                  "domain.xml: %s",
+		                  name, SLATE_SYSCONF_DIR, slate_strerror(r));
 	(void)vm_domain_name(name, domain, sizeof(domain));
 	p.ws_dir = workspace_dir_path(d->workspaces, name);
 	r = runtime_dir_for(d, name, &p.run_dir);
 	if (r < 0 || !p.ws_dir) {
 		boot_paths_free(&p);
-		return stream_fail(s, API_ERR_FAILED, "start %s: runtime directory: %s", name,
-		                   slate_strerror(r < 0 ? r : -ENOMEM));
+		return start_fail(s, API_ERR_FAILED, "start %s: runtime directory: %s", name,
+		                  slate_strerror(r < 0 ? r : -ENOMEM));
 	}
 	r = make_traversable(storage_state_path(d->storage), p.ws_dir);
 	if (r < 0)
@@ -328,9 +519,21 @@ static int start_stream(struct api_stream *s, void *arg)
 	}
 	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
 		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
-		p.shares[i] = (struct vm_share){.host_dir = w->shares[i].host_dir,
-		                                .tag = p.tags[i],
-		                                .readonly = w->shares[i].readonly};
+		if (w->shares[i].readonly) {
+			r = ro_bind(p.run_dir, p.tags[i], w->shares[i].host_dir, &p.ro[i]);
+			if (r < 0) {
+				ro_unbind_all(d, name);
+				boot_paths_free(&p);
+				return start_fail(s, API_ERR_FAILED,
+				                  "start %s: cannot make a read-only view of share "
+				                  "%s: %s",
+				                  name, w->shares[i].host_dir, slate_strerror(r));
+			}
+		}
+		p.shares[i] =
+		        (struct vm_share){.host_dir = p.ro[i] ? p.ro[i] : w->shares[i].host_dir,
+		                          .tag = p.tags[i],
+		                          .readonly = w->shares[i].readonly};
 	}
 	c = (struct vm_config){
 	        .domain_name = domain,
@@ -357,12 +560,16 @@ static int start_stream(struct api_stream *s, void *arg)
 	        .virtiofsd = VIRTIOFSD,
 	};
 	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
-	r = vm_boot(conn, template, &c, op->timeout_s, progress, s, &br, errbuf, sizeof(errbuf));
+	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, errbuf,
+	            sizeof(errbuf));
+	channel_sock = TAKE_PTR(p.sock);
 	boot_paths_free(&p);
 	if (r < 0) {
+		if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED)
+			ro_unbind_all(d, name);
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
-		return stream_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
-		                   "start %s: %s", name, errbuf);
+		return start_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
+		                  "start %s: %s", name, errbuf);
 	}
 	w->last_used = time(NULL);
 	r = workspace_save(d->workspaces, w);
@@ -371,6 +578,41 @@ static int start_stream(struct api_stream *s, void *arg)
 	if (!br.already_running)
 		log_ws(LOG_INFO, name, "%s %s (%s) in %.1f s", br.resumed ? "resumed" : "booted",
 		       domain, vm_accel_name(br.kvm), br.boot_s);
+
+	/* The guest is up when a shell on a terminal runs a command, not when it says so. */
+	if (!c.vsock && d->channels)
+		(void)channels_attach(d->channels, name, channel_sock);
+	start_progress("proving", "a login shell on a terminal runs a command", s);
+	t0 = now_s();
+	r = exec_terminal_proof(d, name, (op->timeout_s ? op->timeout_s : PROOF_TIMEOUT_S) * 1000,
+	                        errbuf, sizeof(errbuf));
+	if (r < 0) {
+		free(cp.note);
+		log_ws(LOG_WARNING, name, "terminal proof of %s failed: %s", name, errbuf);
+		return start_fail(s, API_ERR_FAILED,
+		                  "start %s: the guest booted but its terminal proof failed: %s; "
+		                  "it still runs: 'slate console %s' to look, 'slate stop --force "
+		                  "%s' to stop it",
+		                  name, errbuf, name, name);
+	}
+	proof_s = now_s() - t0;
+	if (w->n_shares > 0 && !br.resumed && !br.already_running) {
+		start_progress("sharing", "mounting the shared host folders", s);
+		r = mount_shares(d, w, errbuf, sizeof(errbuf));
+		if (r < 0)
+			return start_fail(s, API_ERR_FAILED,
+			                  "start %s: mounting its shares in the guest: %s", name,
+			                  errbuf);
+	}
+	if (!br.resumed && !br.already_running) {
+		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
+		if (r < 0)
+			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
+			       slate_strerror(r));
+		else
+			log_ws(LOG_INFO, name, "proven-boot checkpoint %s of %s (paused %.1f ms)",
+			       cp.id, name, pause_ms);
+	}
 	res = json_object_new_object();
 	if (!res || json_add_string(res, "name", name) < 0 ||
 	    json_add_string(res, "domain", domain) < 0 ||
@@ -382,7 +624,96 @@ static int start_stream(struct api_stream *s, void *arg)
 		return -ENOMEM;
 	if (br.disk_io[0])
 		(void)json_add_string(res, "disk_io", br.disk_io);
-	return api_stream_result(s, TAKE_PTR(res));
+	(void)json_add(res, "proof_s", json_object_new_double(proof_s));
+	if (cp.id[0]) {
+		(void)json_add_string(res, "checkpoint", cp.id);
+		(void)json_add(res, "checkpoint_pause_ms", json_object_new_double(pause_ms));
+	}
+	free(cp.note);
+	*ret = TAKE_PTR(res);
+	return 0;
+}
+
+static void stream_progress(const char *step, const char *detail, void *userdata)
+{
+	progress(step, detail, userdata);
+}
+
+static int start_stream(struct api_stream *s, void *arg)
+{
+	struct json_object *res = NULL;
+	char code[64] = "", msg[4096] = "";
+	struct start_io io = {.progress = stream_progress,
+	                      .userdata = s,
+	                      .code = code,
+	                      .code_len = sizeof(code),
+	                      .msg = msg,
+	                      .msg_len = sizeof(msg)};
+	int r = do_start(arg, &io, &res);
+
+	if (r < 0 && msg[0])
+		return api_stream_error(s, code[0] ? code : API_ERR_FAILED, msg), -EIO;
+	if (r < 0)
+		return r;
+	return api_stream_result(s, res);
+}
+
+int api_vm_start(struct daemon_ctx *d, const char *name, unsigned timeout_s,
+                 vm_progress_fn progress_fn, void *userdata, struct json_object **ret, char *code,
+                 size_t code_len, char *msg, size_t msg_len)
+{
+	struct vm_op op = {.d = d, .timeout_s = timeout_s};
+	struct json_object *res = NULL;
+	struct start_io io = {.progress = progress_fn,
+	                      .userdata = userdata,
+	                      .code = code,
+	                      .code_len = code_len,
+	                      .msg = msg,
+	                      .msg_len = msg_len};
+	int r;
+
+	if (strlen(name) > WORKSPACE_NAME_MAX)
+		return -EINVAL;
+	memcpy(op.name, name, strlen(name));
+	msg[0] = '\0';
+	r = do_start(&op, &io, &res);
+	if (r < 0 && !msg[0])
+		(void)snprintf(msg, msg_len, "start %s: %s", name, slate_strerror(r));
+	if (ret)
+		*ret = res;
+	else
+		json_object_put(res);
+	return r;
+}
+
+int api_vm_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	struct vm_stop_result sr;
+	int r;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return r;
+	if (d->channels)
+		channels_detach(d->channels, name);
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0) {
+		(void)snprintf(err, errlen, "cannot connect to %s: %s", d->libvirt_uri,
+		               vm_last_error());
+		return r;
+	}
+	r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr, err,
+	            errlen);
+	if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
+		return r;
+	(void)vm_domain_forget(d->libvirt_uri, name, true);
+	ro_unbind_all(d, name);
+	r = workspace_delete(d->workspaces, name);
+	if (r < 0)
+		(void)snprintf(err, errlen, "deleting: %s", slate_strerror(r));
+	return r;
 }
 
 static int stop_stream(struct api_stream *s, void *arg)
@@ -410,6 +741,8 @@ static int stop_stream(struct api_stream *s, void *arg)
 		return stream_fail(s, API_ERR_UNAVAILABLE, "stop %s: cannot connect to %s: %s",
 		                   op->name, d->libvirt_uri, vm_last_error());
 	r = vm_stop(conn, op->name, mode, op->timeout_s, progress, s, &sr, errbuf, sizeof(errbuf));
+	if (r >= 0 && mode != VM_STOP_SUSPEND)
+		ro_unbind_all(d, op->name);
 	if (r < 0)
 		return stream_fail(
 		        s, r == -EALREADY || r == -ENOTCONN ? API_ERR_CONFLICT : API_ERR_FAILED,
@@ -609,8 +942,11 @@ static void *forget_main(void *p)
 	_cleanup_close_ int lock_fd = -1;
 
 	if (j->d->workspaces && workspace_load(j->d->workspaces, j->name, &w) >= 0 &&
-	    workspace_lock(j->d->workspaces, j->name, &lock_fd) >= 0)
+	    workspace_lock(j->d->workspaces, j->name, &lock_fd) >= 0) {
 		(void)vm_domain_forget(j->d->libvirt_uri, j->name, false);
+		if (vm_domain_is_active(j->d->libvirt_uri, j->name) == 0)
+			ro_unbind_all(j->d, j->name);
+	}
 	free(j);
 	return NULL;
 }
@@ -628,6 +964,9 @@ static void on_domain_event(const struct vm_event *ev, void *userdata)
 	}
 	log_ws(ev->stopped ? LOG_NOTICE : LOG_INFO, ev->workspace, "workspace %s: domain %s %s",
 	       ev->workspace, ev->domain, ev->description);
+	/* Its streams end: exec sessions tell their clients, `run --rm` deletes. */
+	if (ev->stopped && d->channels)
+		channels_detach(d->channels, ev->workspace);
 	if (!ev->stopped || ev->saved || workspace_name_check(ev->workspace) < 0)
 		return;
 	j = calloc(1, sizeof(*j));
@@ -646,6 +985,18 @@ struct scan_result {
 	unsigned running, suspended, stale, orphans;
 	char orphan_names[512];
 };
+
+/* Connects slated to a running workspace's virtio-serial channel (with vsock, the guest
+ * connects instead). */
+static void attach_channel(struct daemon_ctx *d, const char *ws)
+{
+	_cleanup_free_ char *dir = NULL, *sock = NULL;
+
+	if (!d->channels || access("/dev/vhost-vsock", R_OK | W_OK) == 0 ||
+	    runtime_dir_for(d, ws, &dir) < 0 || !(sock = fs_path_join(dir, "channel.sock")))
+		return;
+	(void)channels_attach(d->channels, ws, sock);
+}
 
 /* Looks at every slate-* domain; with adopt, logs and tidies as slated does when it starts. */
 static int scan_domains(struct daemon_ctx *d, bool adopt, struct scan_result *ret)
@@ -693,9 +1044,11 @@ static int scan_domains(struct daemon_ctx *d, bool adopt, struct scan_result *re
 		case VM_STATE_RUNNING:
 		case VM_STATE_PAUSED:
 			res.running++;
-			if (adopt)
+			if (adopt) {
 				log_ws(LOG_INFO, ws, "picked up %s domain %s (%s)",
 				       vm_state_name(st), dname, vm_accel_name(md.kvm));
+				attach_channel(d, ws);
+			}
 			break;
 		case VM_STATE_SUSPENDED:
 			res.suspended++;
@@ -717,8 +1070,84 @@ static int scan_domains(struct daemon_ctx *d, bool adopt, struct scan_result *re
 	return 0;
 }
 
+/* Read-only share views of domains that stopped while slated was away. */
+static void sweep_ro_binds(struct daemon_ctx *d)
+{
+	_cleanup_free_ char *dir = fs_path_join(d->runtime_dir, "vm");
+	_cleanup_(closedirp) DIR *dp = dir ? opendir(dir) : NULL;
+	struct dirent *de;
+
+	while (dp && (de = readdir(dp)))
+		if (workspace_name_check(de->d_name) >= 0 &&
+		    vm_domain_is_active(d->libvirt_uri, de->d_name) == 0)
+			ro_unbind_all(d, de->d_name);
+}
+
+/*
+ * Workspaces made by `slate run --rm` live only as long as the run that made them, and no run
+ * survives slated: the ones found now were left by a crash, and go.
+ */
+static void sweep_ephemeral(struct daemon_ctx *d)
+{
+	struct workspace **list = NULL;
+	size_t n = 0;
+
+	if (!d->workspaces || workspace_list(d->workspaces, &list, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		char err[1024] = "";
+		if (!list[i]->ephemeral)
+			continue;
+		if (api_vm_destroy_and_delete(d, list[i]->name, err, sizeof(err)) < 0)
+			log_ws(LOG_WARNING, list[i]->name,
+			       "cannot delete %s, left by an interrupted 'slate run --rm': %s",
+			       list[i]->name, err);
+		else
+			log_ws(LOG_NOTICE, list[i]->name,
+			       "deleted %s, left by an interrupted 'slate run --rm'",
+			       list[i]->name);
+	}
+	for (size_t i = 0; i < n; i++)
+		workspace_free(list[i]);
+	free(list);
+}
+
+/* vsock: which running slate domain has this guest CID (from its live XML). */
+static int cid_lookup(unsigned cid, char *workspace, size_t len, void *userdata)
+{
+	struct daemon_ctx *d = userdata;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	virDomainPtr *doms = NULL;
+	int n, r = -ENOENT;
+
+	if (vm_connect(d->libvirt_uri, &conn) < 0)
+		return -ECONNREFUSED;
+	n = virConnectListAllDomains(conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+	for (int i = 0; i < n; i++) {
+		const char *ws = vm_domain_workspace(virDomainGetName(doms[i]));
+		_cleanup_free_ char *xml = NULL;
+		unsigned c;
+
+		if (r == -ENOENT && ws && (xml = virDomainGetXMLDesc(doms[i], 0)) &&
+		    vm_xml_vsock_cid(xml, &c) >= 0 && c == cid && workspace_name_check(ws) >= 0 &&
+		    strlen(ws) < len) {
+			memcpy(workspace, ws, strlen(ws) + 1);
+			r = 0;
+		}
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	return r;
+}
+
 int vm_daemon_start(struct daemon_ctx *d)
 {
+	if (d->channels && access("/dev/vhost-vsock", R_OK | W_OK) == 0) {
+		int k = channels_listen_vsock(d->channels, cid_lookup, d);
+		if (k < 0)
+			log_warning("cannot listen on vsock port %d: %s", CH_VSOCK_PORT,
+			            slate_strerror(k));
+	}
 	struct scan_result sr;
 	int r;
 
@@ -733,6 +1162,8 @@ int vm_daemon_start(struct daemon_ctx *d)
 		       0;
 	log_info("domains: %u running, %u suspended, %u orphaned", sr.running, sr.suspended,
 	         sr.orphans);
+	sweep_ro_binds(d);
+	sweep_ephemeral(d);
 	return 0;
 }
 
@@ -775,5 +1206,23 @@ int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct
 		(void)json_add_string(o, "state", vm_state_name(st));
 	if (active <= 0 || vm_workspace_accel(d->libvirt_uri, name, &accel) < 0)
 		accel = vm_accel_name(vm_kvm_usable(d->libvirt_uri) > 0);
+	if (active > 0 && d->channels) {
+		struct channel_info ci;
+		struct json_object *c;
+		if (channels_info(d->channels, name, &ci) >= 0 && (c = json_object_new_object())) {
+			(void)json_add_bool(c, "connected", ci.connected);
+			(void)json_add_bool(c, "ready", ci.ready);
+			(void)json_add_int64(c, "streams", ci.streams);
+			(void)json_add_int64(c, "sessions", (int64_t)ci.sessions);
+			(void)json_add_int64(c, "errors", (int64_t)ci.errors);
+			(void)json_add_int64(c, "bytes_in", (int64_t)ci.bytes_in);
+			(void)json_add_int64(c, "bytes_out", (int64_t)ci.bytes_out);
+			if (ci.last_error[0])
+				(void)json_add_string(c, "last_error", ci.last_error);
+			if (ci.last_event[0])
+				(void)json_add_string(c, "last_event", ci.last_event);
+			(void)json_add(o, "channel", c);
+		}
+	}
 	return json_add_string(o, "accelerator", accel);
 }

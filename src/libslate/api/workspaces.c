@@ -104,19 +104,24 @@ static struct json_object *usage_json(const struct storage_usage *u)
 	return o;
 }
 
-static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace *w, bool detail)
+#define ASK_LIBVIRT (-2)
+
+/* active: whether its domain runs (1), does not (0), or ASK_LIBVIRT. */
+static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace *w, bool detail,
+                                   int active)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
 	struct json_object *shares = json_object_new_array();
 	struct workspace_usage u;
 	char domain[128];
-	int active;
 
 	if (!o || !shares) {
 		json_object_put(shares);
 		return NULL;
 	}
-	active = vm_domain_is_active(d->libvirt_uri, w->name);
+	/* A connection to libvirt costs milliseconds: not for a workspace made a moment ago. */
+	if (active == ASK_LIBVIRT)
+		active = vm_domain_is_active(d->libvirt_uri, w->name);
 	(void)vm_domain_name(w->name, domain, sizeof(domain));
 	if (json_add_string(o, "name", w->name) < 0 ||
 	    json_add_string(o, "state", ws_state(d, w, active)) < 0 ||
@@ -131,7 +136,8 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 	    json_add_int64(o, "last_used", w->last_used) < 0 ||
 	    json_add_bool(o, "disk_present", w->disk_present) < 0 ||
 	    json_add_bool(o, "home_present", w->home_present) < 0 ||
-	    json_add_bool(o, "compromised", w->compromised) < 0)
+	    json_add_bool(o, "compromised", w->compromised) < 0 ||
+	    json_add_bool(o, "ephemeral", w->ephemeral) < 0)
 		return json_object_put(shares), NULL;
 	(void)vm_workspace_json(d, w->name, active, o); /* suspended/paused, accelerator */
 	if (w->compromised) {
@@ -141,8 +147,10 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 	}
 	for (size_t i = 0; i < w->n_shares; i++) {
 		struct json_object *s = json_object_new_object();
+		char guest[320];
+		workspace_share_guest_dir(w, i, guest, sizeof(guest));
 		if (!s || json_add_string(s, "host", w->shares[i].host_dir) < 0 ||
-		    json_add_string(s, "guest", w->shares[i].guest_dir) < 0 ||
+		    json_add_string(s, "guest", guest) < 0 ||
 		    json_add_bool(s, "readonly", w->shares[i].readonly) < 0 ||
 		    json_object_array_add(shares, s) < 0) {
 			json_object_put(s);
@@ -178,6 +186,7 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 				struct json_object *c = json_object_new_object();
 				(void)json_add_string(c, "id", cps[i].id);
 				(void)json_add_int64(c, "created", cps[i].created);
+				(void)json_add_int64(c, "held", (int64_t)cps[i].held);
 				if (cps[i].note)
 					(void)json_add_string(c, "note", cps[i].note);
 				(void)json_object_array_add(arr, c);
@@ -215,7 +224,7 @@ int handle_workspace_list(struct api_request *req, struct api_reply *reply)
 	for (size_t i = 0; i < n; i++) {
 		if (!may_see(&req->caller, list[i]))
 			continue;
-		(void)json_object_array_add(arr, ws_json(d, list[i], false));
+		(void)json_object_array_add(arr, ws_json(d, list[i], false, ASK_LIBVIRT));
 	}
 	workspace_list_free(list, n);
 	return api_reply_json(reply, 200, TAKE_PTR(out));
@@ -229,7 +238,7 @@ int handle_workspace_get(struct api_request *req, struct api_reply *reply)
 	if (api_need_workspaces(d, reply) < 0 ||
 	    load_visible(d, req, req->params[0], &w, reply) < 0)
 		return -EINVAL;
-	return api_reply_json(reply, 200, ws_json(d, w, true));
+	return api_reply_json(reply, 200, ws_json(d, w, true, ASK_LIBVIRT));
 }
 
 static bool guest_path_ok(const char *p)
@@ -295,16 +304,12 @@ static int parse_shares(const struct api_request *req, struct json_object *arr,
 				               host, guest),
 				       -EINVAL;
 			out[i].guest_dir = strdup(guest);
-		} else {
-			const char *base = strrchr(real, '/');
-			char buf[300];
-			(void)snprintf(buf, sizeof(buf), "/mnt/%s",
-			               base && base[1] ? base + 1 : "host");
-			out[i].guest_dir = strdup(buf);
 		}
+		/* Without a guest directory: ~/<basename> of the workspace user, made unique in
+		 * the guest when basenames repeat (api/vm.c, mount_shares). */
 		out[i].readonly = ro;
 		*ret_n = i + 1;
-		if (!out[i].host_dir || !out[i].guest_dir)
+		if (!out[i].host_dir || (guest && !out[i].guest_dir))
 			return -ENOMEM;
 	}
 	return 0;
@@ -385,6 +390,7 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 			                       "home size must be 64 MiB to 16 TiB");
 		a.home_size = (uint64_t)v;
 	}
+	(void)json_get_bool(req->body, "ephemeral", &a.ephemeral);
 	if (json_get_array(req->body, "shares", &arr) >= 0) {
 		r = parse_shares(req, arr, shares, &n_shares, reply);
 		if (r < 0)
@@ -412,7 +418,7 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 	}
 	log_ws(LOG_INFO, name, "created workspace %s from image %s for uid %u", name, image,
 	       (unsigned)req->caller.uid);
-	r = api_reply_json(reply, 201, ws_json(d, w, true));
+	r = api_reply_json(reply, 201, ws_json(d, w, true, 0));
 out:
 	for (size_t i = 0; i < n_shares; i++) {
 		free(shares[i].host_dir);
@@ -508,6 +514,7 @@ int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
 		struct json_object *c = json_object_new_object();
 		(void)json_add_string(c, "id", cps[i].id);
 		(void)json_add_int64(c, "created", cps[i].created);
+		(void)json_add_int64(c, "held", (int64_t)cps[i].held);
 		if (cps[i].note)
 			(void)json_add_string(c, "note", cps[i].note);
 		(void)json_object_array_add(arr, c);
@@ -524,6 +531,7 @@ int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
 	_cleanup_close_ int lock_fd = -1;
 	_cleanup_json_ struct json_object *o = NULL;
 	const char *name = req->params[0], *id = req->params[1];
+	bool system_only = false;
 	int r;
 
 	if (api_need_workspaces(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
@@ -537,14 +545,18 @@ int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
 		        reply, r > 0 ? 409 : 503, r > 0 ? API_ERR_BUSY : API_ERR_UNAVAILABLE,
 		        "revert: workspace '%s' %s", name,
 		        r > 0 ? "is running: stop it first" : "state unknown (libvirt)");
-	r = workspace_checkpoint_revert(d->workspaces, name, id);
+	if (req->body)
+		(void)json_get_bool(req->body, "system_only", &system_only);
+	r = workspace_checkpoint_revert(d->workspaces, name, id, system_only);
 	if (r == -ENOENT)
 		return api_reply_error(reply, 404, API_ERR_NOT_FOUND,
 		                       "workspace '%s' has no checkpoint '%s'", name, id);
 	if (r < 0)
 		return reply_errno(reply, r, "revert", name);
 	o = json_object_new_object();
-	if (!o || json_add_string(o, "name", name) < 0 || json_add_string(o, "checkpoint", id) < 0)
+	if (!o || json_add_string(o, "name", name) < 0 ||
+	    json_add_string(o, "checkpoint", id) < 0 ||
+	    json_add_bool(o, "system_only", system_only) < 0)
 		return -ENOMEM;
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }

@@ -99,6 +99,16 @@ int fs_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+int fs_set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
+	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
 /*
  * Splits name into the directory that holds it (opened relative to dirfd, returned in
  * *ret_parent, or -1 when that is dirfd itself) and its last component.

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <stdbool.h>
+
 /*
  * File helpers. Everything takes a directory fd (AT_FDCWD works) and opens with O_CLOEXEC.
  * All return >= 0 on success and -errno on failure; output parameters are untouched on failure.
@@ -36,3 +38,5 @@ int fs_is_dir(const char *path);
 char *fs_path_join(const char *a, const char *b);
 /* Writes all n bytes to fd (retrying on EINTR and short writes). */
 int fs_write_all(int fd, const void *p, size_t n);
+/* Sets or clears O_NONBLOCK. Returns 0 or -errno. */
+int fs_set_nonblock(int fd, bool on);

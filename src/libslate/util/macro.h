@@ -79,3 +79,6 @@ static inline void fclosep(FILE **f)
 
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
+
+#include <dirent.h>
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);

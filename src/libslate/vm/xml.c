@@ -253,8 +253,17 @@ static int set_shares(xmlNodePtr root, xmlNodePtr devices, const struct vm_confi
 
 	if (c->n_shares == 0)
 		return 0;
-	/* virtiofs needs guest memory that virtiofsd can map: shared memfd. */
-	mb = ensure_child(root, "memoryBacking");
+	/* virtiofs needs guest memory that virtiofsd can map: shared memfd. libvirt's schema
+	 * wants <memoryBacking> among the memory elements (before <vcpu>), not at the end. */
+	mb = child(root, "memoryBacking");
+	if (!mb) {
+		xmlNodePtr vcpu = child(root, "vcpu");
+		mb = xmlNewNode(NULL, BAD_CAST "memoryBacking");
+		if (mb && vcpu)
+			(void)xmlAddPrevSibling(vcpu, mb);
+		else if (mb)
+			(void)xmlAddChild(root, mb);
+	}
 	if (!mb || set_prop(ensure_child(mb, "source"), "type", "memfd") < 0 ||
 	    set_prop(ensure_child(mb, "access"), "mode", "shared") < 0)
 		return -ENOMEM;
@@ -273,8 +282,8 @@ static int set_shares(xmlNodePtr root, xmlNodePtr devices, const struct vm_confi
 		if (c->virtiofsd && set_prop(xmlNewChild(n, NULL, BAD_CAST "binary", NULL), "path",
 		                             c->virtiofsd) < 0)
 			return -ENOMEM;
-		if (s->readonly && !xmlNewChild(n, NULL, BAD_CAST "readonly", NULL))
-			return -ENOMEM;
+		/* No <readonly/>: libvirt refuses it for virtiofs; a read-only share's host_dir
+		 * is a read-only bind mount already (api/vm.c). */
 	}
 	return 0;
 }
@@ -422,5 +431,32 @@ int vm_xml_metadata(const char *domain_xml, struct vm_metadata *ret)
 	type = xmlGetProp(root, BAD_CAST "type");
 	m.kvm = type && xmlStrEqual(type, BAD_CAST "kvm");
 	*ret = m;
+	return 0;
+}
+
+int vm_xml_vsock_cid(const char *domain_xml, unsigned *ret)
+{
+	_cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+	_cleanup_xmlfree_ xmlChar *addr = NULL;
+	xmlNodePtr root, devices, vsock, cid;
+	unsigned long v;
+	char *end;
+	int r;
+
+	r = parse_doc(domain_xml, &doc);
+	if (r < 0)
+		return r;
+	root = xmlDocGetRootElement(doc);
+	devices = root ? child(root, "devices") : NULL;
+	vsock = devices ? child(devices, "vsock") : NULL;
+	cid = vsock ? child(vsock, "cid") : NULL;
+	addr = cid ? xmlGetProp(cid, BAD_CAST "address") : NULL;
+	if (!addr)
+		return -ENOENT;
+	errno = 0;
+	v = strtoul((const char *)addr, &end, 10);
+	if (errno || *end || end == (char *)addr || v < 3 || v > UINT32_MAX)
+		return SLATE_ERR_INVALID_FORMAT;
+	*ret = (unsigned)v;
 	return 0;
 }

@@ -19,8 +19,8 @@
 #define VM_TEMPLATE_MAX (256u * 1024u)
 
 struct vm_share {
-	const char *host_dir;
-	const char *tag; /* the virtiofs mount tag */
+	const char *host_dir; /* for a read-only share: a read-only bind mount of it */
+	const char *tag;      /* the virtiofs mount tag */
 	bool readonly;
 };
 
@@ -79,3 +79,5 @@ int vm_xml_build(const char *template_text, const struct vm_config *c, char **re
 /* Reads slate's metadata and the domain type from a domain's XML. -ENOENT when the domain has no
  * slate metadata (not one of ours). */
 int vm_xml_metadata(const char *domain_xml, struct vm_metadata *ret);
+/* The guest CID of a running domain's <vsock> (from its live XML). -ENOENT when it has none. */
+int vm_xml_vsock_cid(const char *domain_xml, unsigned *ret);

@@ -252,6 +252,13 @@ int workspace_checkpoint_list(struct workspace_store *st, const char *name,
 		}
 		memcpy(list[i].id, ids[i].id, sizeof(list[i].id));
 		list[i].created = m.created;
+		/* What deleting it would free: its blocks that nothing else shares. */
+		for (size_t k = 0; k < 2; k++) {
+			struct storage_usage u;
+			if (storage_file_usage(c, k ? WS_HOME : WS_DISK, &u) >= 0 &&
+			    u.physical > u.shared)
+				list[i].held += u.physical - u.shared;
+		}
 		list[i].note = TAKE_PTR(m.note);
 	}
 	*ret = list;
@@ -292,6 +299,14 @@ static int cp_prune(struct workspace_store *st, int cp, size_t keep)
 int workspace_checkpoint_create(struct workspace_store *st, const char *name, const char *note,
                                 struct checkpoint_info *ret)
 {
+	return workspace_checkpoint_create_hooked(st, name, note, NULL, ret);
+}
+
+int workspace_checkpoint_create_hooked(struct workspace_store *st, const char *name,
+                                       const char *note, const struct checkpoint_hooks *h,
+                                       struct checkpoint_info *ret)
+{
+	bool paused = false;
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_close_ int fd = -1, cp = -1, t = -1;
 	_cleanup_free_ struct cp_id *ids = NULL;
@@ -348,6 +363,12 @@ int workspace_checkpoint_create(struct workspace_store *st, const char *name, co
 	r = ws_open_subdir(cp, tmp, &t);
 	if (r < 0)
 		goto fail;
+	if (h && h->pause) {
+		r = h->pause(h->userdata);
+		if (r < 0)
+			goto fail;
+		paused = true;
+	}
 	r = storage_clone_plain(st->storage, fd, WS_DISK, t, WS_DISK, 0600);
 	if (r < 0)
 		goto fail;
@@ -355,6 +376,10 @@ int workspace_checkpoint_create(struct workspace_store *st, const char *name, co
 	r = storage_clone_plain(st->storage, fd, WS_HOME, t, WS_HOME, 0600);
 	if (r < 0)
 		goto fail;
+	if (paused) {
+		h->resume(h->userdata);
+		paused = false;
+	}
 	crash_point("checkpoint:after-clone-home");
 	r = cp_meta_write(t, &id, w, now, note);
 	if (r < 0)
@@ -384,6 +409,8 @@ int workspace_checkpoint_create(struct workspace_store *st, const char *name, co
 	return 0;
 
 fail:
+	if (paused)
+		h->resume(h->userdata);
 	t = safe_close(t);
 	(void)ws_remove_at(st, cp, tmp);
 	return r;
@@ -393,7 +420,7 @@ fail:
 
 /* Clones checkpoint id's pair over disk.img and home.img; what a revert journal asks for. */
 static int revert_finish(struct workspace_store *st, int fd, const char *name, const char *id,
-                         bool *ret_started)
+                         bool system_only, bool *ret_started)
 {
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_(cp_meta_done) struct cp_meta m = {0};
@@ -415,9 +442,11 @@ static int revert_finish(struct workspace_store *st, int fd, const char *name, c
 	if (r < 0)
 		goto fail;
 	crash_point("revert:after-clone-disk");
-	r = storage_clone_plain(st->storage, c, WS_HOME, fd, WS_TMP_HOME, 0600);
-	if (r < 0)
-		goto fail;
+	if (!system_only) {
+		r = storage_clone_plain(st->storage, c, WS_HOME, fd, WS_TMP_HOME, 0600);
+		if (r < 0)
+			goto fail;
+	}
 	crash_point("revert:after-clone-home");
 	if (renameat(fd, WS_TMP_DISK, fd, WS_DISK) < 0) {
 		r = -errno;
@@ -425,7 +454,7 @@ static int revert_finish(struct workspace_store *st, int fd, const char *name, c
 	}
 	*ret_started = true;
 	crash_point("revert:after-rename-disk");
-	if (renameat(fd, WS_TMP_HOME, fd, WS_HOME) < 0) {
+	if (!system_only && renameat(fd, WS_TMP_HOME, fd, WS_HOME) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -439,7 +468,9 @@ static int revert_finish(struct workspace_store *st, int fd, const char *name, c
 		return r;
 	if (!streq(w->name, name))
 		return SLATE_ERR_INVALID_FORMAT;
-	w->disk_present = w->home_present = true;
+	w->disk_present = true;
+	if (!system_only)
+		w->home_present = true;
 	w->base_version = m.base_version;
 	r = ws_state_save_at(fd, w);
 	if (r < 0)
@@ -454,7 +485,7 @@ fail:
 	return r;
 }
 
-static int revert_journal_write(int fd, const char *id)
+static int revert_journal_write(int fd, const char *id, bool system_only)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
 	_cleanup_free_ char *s = NULL;
@@ -463,7 +494,8 @@ static int revert_journal_write(int fd, const char *id)
 	if (!o)
 		return -ENOMEM;
 	if ((r = json_add_int64(o, "formatVersion", 1)) < 0 ||
-	    (r = json_add_string(o, "checkpoint", id)) < 0)
+	    (r = json_add_string(o, "checkpoint", id)) < 0 ||
+	    (r = json_add_bool(o, "systemOnly", system_only)) < 0)
 		return r;
 	r = json_to_string_dup(o, true, &s);
 	if (r < 0)
@@ -471,7 +503,7 @@ static int revert_journal_write(int fd, const char *id)
 	return fs_write_atomic_at(fd, WS_REVERT_JOURNAL, s, strlen(s), 0600);
 }
 
-static int revert_journal_read(int fd, struct cp_id *ret)
+static int revert_journal_read(int fd, struct cp_id *ret, bool *ret_system_only)
 {
 	_cleanup_buf_ struct buf *b = NULL;
 	_cleanup_json_ struct json_object *o = NULL;
@@ -487,8 +519,12 @@ static int revert_journal_read(int fd, struct cp_id *ret)
 	r = json_parse_object((const char *)buf_ptr(b), buf_len(b), WS_JOURNAL_MAX_SIZE, &o);
 	if (r < 0)
 		return r == SLATE_ERR_JSON_TYPE ? SLATE_ERR_INVALID_FORMAT : r;
-	if (json_object_object_length(o) != 2 || json_get_int64(o, "formatVersion", &version) < 0 ||
-	    version != 1 || json_get_string(o, "checkpoint", &s) < 0 || cp_id_parse(s, ret) < 0)
+	/* systemOnly is absent from journals written before it existed. */
+	*ret_system_only = false;
+	r = json_get_bool(o, "systemOnly", ret_system_only);
+	if ((r < 0 && r != -ENOENT) || json_object_object_length(o) != (r < 0 ? 2 : 3) ||
+	    json_get_int64(o, "formatVersion", &version) < 0 || version != 1 ||
+	    json_get_string(o, "checkpoint", &s) < 0 || cp_id_parse(s, ret) < 0)
 		return SLATE_ERR_INVALID_FORMAT;
 	return 0;
 }
@@ -500,7 +536,8 @@ static int journal_done(int fd)
 	return fs_fsync_dir(fd);
 }
 
-int workspace_checkpoint_revert(struct workspace_store *st, const char *name, const char *id)
+int workspace_checkpoint_revert(struct workspace_store *st, const char *name, const char *id,
+                                bool system_only)
 {
 	_cleanup_(cp_meta_done) struct cp_meta m = {0};
 	_cleanup_close_ int fd = -1, cp = -1, c = -1;
@@ -533,11 +570,11 @@ int workspace_checkpoint_revert(struct workspace_store *st, const char *name, co
 	    faccessat(c, WS_HOME, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 		return -ENOENT;
 
-	r = revert_journal_write(fd, cid.id);
+	r = revert_journal_write(fd, cid.id, system_only);
 	if (r < 0)
 		return r;
 	crash_point("revert:after-journal");
-	r = revert_finish(st, fd, name, cid.id, &started);
+	r = revert_finish(st, fd, name, cid.id, system_only, &started);
 	if (r < 0) {
 		/* Nothing replaced yet (a clone failed, e.g. ENOSPC): the old state stays. Otherwise
 		 * the journal stays too, and the next sweep completes the revert. */
@@ -591,11 +628,11 @@ int ws_checkpoint_sweep(struct workspace_store *st, const char *name, int ws_fd)
 
 int ws_revert_complete(struct workspace_store *st, const char *name, int ws_fd)
 {
-	bool started = false;
+	bool started = false, system_only = false;
 	struct cp_id cid;
 	int r;
 
-	r = revert_journal_read(ws_fd, &cid);
+	r = revert_journal_read(ws_fd, &cid, &system_only);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0) {
@@ -604,7 +641,7 @@ int ws_revert_complete(struct workspace_store *st, const char *name, int ws_fd)
 		return r;
 	}
 	log_debug("workspace %s: completing the revert to checkpoint %s", name, cid.id);
-	r = revert_finish(st, ws_fd, name, cid.id, &started);
+	r = revert_finish(st, ws_fd, name, cid.id, system_only, &started);
 	if (r == -ENOENT && !started) {
 		/* The checkpoint is gone (it cannot be, but never loop on it): keep what is there. */
 		log_debug("workspace %s: checkpoint %s is gone; dropping the revert", name, cid.id);

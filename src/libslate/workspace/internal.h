@@ -3,8 +3,10 @@
 
 /* Shared between the workspace module's files; not for callers outside workspace/. */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "storage/storage.h"
 #include "workspace/workspace.h"
@@ -16,6 +18,8 @@
 #define WS_CHECKPOINTS "checkpoints"
 #define WS_SSH "ssh"
 #define WS_LOCKS_DIR ".locks"
+/* Per-size home templates (home.c); never a workspace, never swept as a half-made one. */
+#define WS_HOME_TEMPLATES ".home-templates"
 /* Journals of the two verbs that change more than one object. */
 #define WS_REVERT_JOURNAL "revert.json"
 #define WS_WIPE_JOURNAL "wipe-home.json"
@@ -48,27 +52,45 @@ int64_t ws_now(void);
 int ws_list_names(int dirfd, char ***ret, size_t *ret_n);
 void ws_names_free(char **names, size_t n);
 
-/* home.c: makes dir_fd/name a sparse ext4 of size bytes with a skeleton home for uid 1000.
- * dir_path is dir_fd's path (mke2fs takes a path). Leaves nothing behind on failure. */
-int ws_home_create(int dir_fd, const char *dir_path, const char *name, uint64_t size);
+/*
+ * home.c: makes dir_fd/name a sparse ext4 of size bytes with a skeleton home for uid 1000: a
+ * clone of the store's template for that size (made the first time, with mke2fs), or on qcow2
+ * storage a fresh mke2fs. dir_path is dir_fd's path (mke2fs takes a path). Leaves nothing behind
+ * on failure but, possibly, a new template.
+ */
+int ws_home_create(struct workspace_store *st, int dir_fd, const char *dir_path, const char *name,
+                   uint64_t size);
 
 /*
- * The same in two halves, so that mke2fs (most of a create's time) runs while the caller clones
- * the system disk. ws_home_start() leaves *job running; exactly one of ws_home_finish() (waits,
- * returns ws_home_create()'s result) or ws_home_abort() (kills, cleans up) must follow.
+ * The same in two halves, so that mke2fs (when a template must be made, or on qcow2) runs while
+ * the caller clones the system disk. ws_home_start() leaves *job running; exactly one of
+ * ws_home_finish() (waits, returns ws_home_create()'s result) or ws_home_abort() (kills, cleans
+ * up) must follow.
  */
 struct ws_home_job {
-	int dir_fd; /* borrowed */
-	char name[64];
-	char skel[32];
-	char *image;
-	pid_t pid;
-	int errfd;
+	int dir_fd;              /* borrowed: where the home goes */
+	char name[NAME_MAX + 1]; /* its name there */
+	struct storage *storage; /* borrowed */
+	uint64_t size;
+	int work_fd;  /* owned: the templates' directory; -1 on qcow2 (dir_fd is used) */
+	char tpl[64]; /* the template's name; "" on qcow2 */
+	char target[NAME_MAX + 1]; /* what mke2fs makes in the work directory */
+	bool made;                 /* target exists and is ours to remove */
+	char skel[32];             /* the skeleton directory next to target, "" when none */
+	char *image;               /* target's path, for mke2fs */
+	pid_t pid;                 /* mke2fs; -1 when none runs (the home was cloned already) */
+	int errfd;                 /* mke2fs's stderr (a memfd) */
 };
-int ws_home_start(int dir_fd, const char *dir_path, const char *name, uint64_t size,
-                  struct ws_home_job *job);
+int ws_home_start(struct workspace_store *st, int dir_fd, const char *dir_path, const char *name,
+                  uint64_t size, struct ws_home_job *job);
 int ws_home_finish(struct ws_home_job *job);
 void ws_home_abort(struct ws_home_job *job);
+/*
+ * Removes from <workspaces>/.home-templates what a crash while making a template left, templates
+ * of an older recipe, and templates of sizes that are neither the default nor in keep (the home
+ * sizes of the existing workspaces).
+ */
+int ws_home_templates_sweep(struct workspace_store *st, const uint64_t *keep, size_t n_keep);
 
 /* checkpoint.c */
 /* Removes what an interrupted checkpoint create or prune left in ws_fd's checkpoints/. */

@@ -247,8 +247,9 @@ static int mac_keep(const char *mac, const char *name, void *ud)
 static int store_sweep(struct workspace_store *st)
 {
 	struct mac_keep_ctx ctx = {st};
+	uint64_t *home_sizes = NULL;
 	char **names = NULL;
-	size_t n = 0;
+	size_t n = 0, n_sizes = 0;
 	int r;
 
 	r = ws_list_names(st->dirfd, &names, &n);
@@ -281,6 +282,9 @@ static int store_sweep(struct workspace_store *st)
 			log_debug("workspace sweep: freed %d orphan MAC reservation(s)", r);
 	}
 	/* ...and a workspace whose reservation went missing gets it back. */
+	home_sizes = calloc(n ? n : 1, sizeof(*home_sizes));
+	if (!home_sizes && r >= 0)
+		r = -ENOMEM;
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		_cleanup_(workspace_freep) struct workspace *w = NULL;
 		_cleanup_close_ int fd = -1;
@@ -289,6 +293,7 @@ static int store_sweep(struct workspace_store *st)
 			continue;
 		if (ws_state_load_at(fd, &w) < 0)
 			continue;
+		home_sizes[n_sizes++] = w->home_size;
 		r = mac_claim(st->dirfd, w->mac, w->name);
 		if (r == -EADDRINUSE) {
 			log_debug("workspace %s: MAC %s is reserved by another workspace", w->name,
@@ -296,6 +301,13 @@ static int store_sweep(struct workspace_store *st)
 			r = 0;
 		}
 	}
+	/* Home templates are a cache: one that cannot be swept only costs its space. */
+	if (r >= 0) {
+		int k = ws_home_templates_sweep(st, home_sizes, n_sizes);
+		if (k < 0)
+			log_debug_errno(k, "home templates sweep: %m");
+	}
+	free(home_sizes);
 	ws_names_free(names, n);
 	return r < 0 ? r : 0;
 }
@@ -413,7 +425,7 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 		struct workspace *w = NULL, **nl;
 
 		if (workspace_name_check(names[i]) < 0)
-			continue; /* .tmp-*, .del-*, .locks, the MAC registry */
+			continue; /* .tmp-*, .del-*, .locks, .home-templates, the MAC registry */
 		r = workspace_load(st, names[i], &w);
 		if (r == -ENOENT) {
 			r = 0; /* deleted meanwhile */
@@ -523,6 +535,7 @@ static int build_workspace(const struct workspace_create_args *a, int64_t base_v
 	memcpy(w->mac, mac, sizeof(w->mac));
 	w->created = w->last_used = ws_now();
 	w->disk_present = w->home_present = true;
+	w->ephemeral = a->ephemeral;
 	*ret = TAKE_PTR(w);
 	return 0;
 }
@@ -581,8 +594,8 @@ int workspace_create(struct workspace_store *st, const struct workspace_create_a
 		goto fail;
 	}
 
-	/* mke2fs is most of a create's time: let it run while the disk is cloned. */
-	r = ws_home_start(fd, tmp_path, WS_HOME,
+	/* A clone of the size's template; the first time, mke2fs makes it while the disk clones. */
+	r = ws_home_start(st, fd, tmp_path, WS_HOME,
 	                  a->home_size ? a->home_size : WORKSPACE_DEFAULT_HOME_SIZE, &home);
 	if (r < 0)
 		goto fail;
@@ -796,7 +809,7 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 			return r;
 		if ((r = unlink_if_present(fd, WS_TMP_HOME)) < 0)
 			return r;
-		r = ws_home_create(fd, dir_path, WS_TMP_HOME, w->home_size);
+		r = ws_home_create(st, fd, dir_path, WS_TMP_HOME, w->home_size);
 		if (r < 0)
 			return r;
 		crash_point("prepare:after-home");
@@ -1040,4 +1053,27 @@ static int sweep_workspace(struct workspace_store *st, const char *name)
 			return r;
 	}
 	return fs_fsync_dir(fd);
+}
+
+void workspace_share_guest_dir(const struct workspace *w, size_t i, char *buf, size_t len)
+{
+	const char *g = w->shares[i].guest_dir, *b;
+	unsigned same = 0;
+
+	if (g && g[0] == '/') {
+		(void)snprintf(buf, len, "%s", g);
+		return;
+	}
+	b = strrchr(w->shares[i].host_dir, '/');
+	b = b && b[1] ? b + 1 : "host";
+	for (size_t k = 0; k < i; k++) {
+		const char *o = strrchr(w->shares[k].host_dir, '/'), *gk = w->shares[k].guest_dir;
+		o = o && o[1] ? o + 1 : "host";
+		if (!(gk && gk[0] == '/') && streq(o, b))
+			same++;
+	}
+	if (same)
+		(void)snprintf(buf, len, "~/%s-%u", b, same + 1);
+	else
+		(void)snprintf(buf, len, "~/%s", b);
 }

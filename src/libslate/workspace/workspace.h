@@ -58,6 +58,8 @@ struct workspace {
 	char *compromised_host;
 	bool disk_present; /* false after reset: the next start clones a fresh disk */
 	bool home_present; /* false after wipe-home: the next start makes a fresh home */
+	bool ephemeral;    /* made by `slate run --rm`: deleted when its run ends, or by slated
+	                    * when it starts and finds it (the run that owned it is gone) */
 };
 
 struct workspace_create_args {
@@ -69,6 +71,7 @@ struct workspace_create_args {
 	uint64_t home_size;  /* 0: default */
 	const struct workspace_share *shares;
 	size_t n_shares;
+	bool ephemeral;
 };
 
 struct workspace_usage {
@@ -81,7 +84,8 @@ struct workspace_usage {
 struct checkpoint_info {
 	char id[32]; /* sortable: "<unix seconds>-<seq>" */
 	int64_t created;
-	char *note; /* may be NULL */
+	char *note;    /* may be NULL */
+	uint64_t held; /* bytes only this checkpoint holds (not shared with anything), or 0 */
 };
 
 struct workspace_store;
@@ -129,6 +133,9 @@ int workspace_wipe_home(struct workspace_store *st, const char *name);
 int workspace_prepare(struct workspace_store *st, const char *name);
 /* Deletes the whole workspace directory and frees its MAC. */
 int workspace_delete(struct workspace_store *st, const char *name);
+/* Where share i appears in the guest: its guest_dir, or "~/<basename>" (of the workspace user)
+ * with "-2", "-3"... added when an earlier default share has the same basename. */
+void workspace_share_guest_dir(const struct workspace *w, size_t i, char *buf, size_t len);
 /* Path of the workspace directory (for libvirt), newly allocated. */
 char *workspace_dir_path(struct workspace_store *st, const char *name);
 
@@ -138,9 +145,21 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
  * WORKSPACE_CHECKPOINTS_KEEP. */
 int workspace_checkpoint_create(struct workspace_store *st, const char *name, const char *note,
                                 struct checkpoint_info *ret);
+/* Called around the two clones of a checkpoint (a running domain is paused for just that long);
+ * resume is called whenever pause succeeded, also on failure. */
+struct checkpoint_hooks {
+	int (*pause)(void *userdata);
+	void (*resume)(void *userdata);
+	void *userdata;
+};
+int workspace_checkpoint_create_hooked(struct workspace_store *st, const char *name,
+                                       const char *note, const struct checkpoint_hooks *h,
+                                       struct checkpoint_info *ret);
 /* Newest first. */
 int workspace_checkpoint_list(struct workspace_store *st, const char *name,
                               struct checkpoint_info **ret, size_t *ret_n);
 void checkpoint_info_list_free(struct checkpoint_info *list, size_t n);
-/* Replaces disk.img and home.img by the checkpoint's pair, as one step. */
-int workspace_checkpoint_revert(struct workspace_store *st, const char *name, const char *id);
+/* Replaces disk.img and home.img by the checkpoint's pair, as one step; with system_only just
+ * disk.img (home.img stays). */
+int workspace_checkpoint_revert(struct workspace_store *st, const char *name, const char *id,
+                                bool system_only);

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * slate-guest's internals (doc/guest-channel.md): one process, one poll() loop. chan.c owns the
+ * transport, the frames and the stream table; exec.c runs the host's "exec" streams; fwd.c
+ * forwards local connections (the egress proxy port, the SSH agent socket) to the host; user.c
+ * reads /etc/passwd and /etc/group. Everything is non-blocking and every buffer has a hard size.
+ */
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto.h"
+
+/* ---- log and time (main.c) ---- */
+
+void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Monotonic milliseconds. */
+int64_t now_ms(void);
+/* Lowers *next to t. */
+static inline void deadline_min(int64_t *next, int64_t t)
+{
+	if (t > 0 && t < *next)
+		*next = t;
+}
+
+/* ---- poll table (main.c): rebuilt every loop iteration ---- */
+
+typedef void (*poll_fn)(void *ctx, short revents);
+/* Polls fd for events this iteration and calls fn(ctx, revents) when it reports something. */
+void poll_add(int fd, short events, poll_fn fn, void *ctx);
+
+/* ---- bounded byte buffer ---- */
+
+struct gbuf {
+	uint8_t *p;
+	size_t off, len, cap; /* the bytes are p[off, off + len) */
+};
+
+int gbuf_init(struct gbuf *b, size_t cap);
+void gbuf_free(struct gbuf *b);
+static inline uint8_t *gbuf_data(const struct gbuf *b)
+{
+	return b->p + b->off;
+}
+/* Appends n bytes; the caller has checked that len + n <= cap. */
+void gbuf_append(struct gbuf *b, const void *p, size_t n);
+void gbuf_consume(struct gbuf *b, size_t n);
+
+/* ---- channel (chan.c) ---- */
+
+/* Stop reading local sources while this much is queued for the channel. */
+#define OUTQ_HIGH (1024u * 1024)
+/* A DATA frame's payload when an exec record header comes first. */
+#define EX_DATA_MAX (CH_MAX_PAYLOAD - EX_HEADER_LEN)
+
+enum stream_kind { ST_EXEC, ST_FWD };
+
+struct exec;
+struct fwd;
+
+struct stream {
+	uint32_t id;
+	enum stream_kind kind;
+	bool opening;      /* guest-opened, no OPEN_OK yet */
+	bool sent_eof;     /* we sent EOF */
+	bool got_eof;      /* the host sent EOF */
+	bool sent_close;   /* we sent CLOSE: waiting for the host's */
+	bool dead;         /* gone; freed at the end of the loop iteration */
+	uint32_t send_win; /* DATA bytes the host lets us send */
+	uint32_t recv_win; /* DATA bytes we let the host send and have not received */
+	struct exec *exec; /* the service's state; NULL once it sent CLOSE */
+	struct fwd *fwd;
+	struct stream *grave_next;
+};
+
+struct chunk {
+	struct chunk *next;
+	uint32_t off, len, cap;
+	uint8_t data[];
+};
+
+extern size_t outq_bytes;
+/* Whether a session with the host is up. */
+bool chan_session(void);
+/* A chunk with room for one whole frame (CH_MAX_FRAME bytes). NULL when out of memory. */
+struct chunk *chunk_get(void);
+void chunk_put(struct chunk *c);
+/* Queues a filled chunk (one or more whole frames) for the channel. */
+void chan_queue(struct chunk *c);
+/* Queues one frame whose payload is p1 then p2 (either may be empty). */
+int chan_send(uint8_t type, uint32_t stream, const void *p1, uint32_t n1, const void *p2,
+              uint32_t n2);
+/* Reads up to max bytes from fd straight into a DATA frame for s, behind a record header of
+ * type rec (0: none). Charges the window. Returns bytes read, 0 at end of file, -errno. */
+ssize_t stream_read_data(struct stream *s, int fd, uint8_t rec, size_t max);
+/* Sends CLOSE once; the stream stays until the host's CLOSE. */
+void stream_close(struct stream *s);
+/* Grants the host more window: budget is how much more the stream can buffer beyond what it
+ * has buffered and already granted. Small grants wait unless the host is nearly out. */
+void stream_grant(struct stream *s, size_t budget);
+/* Opens a guest stream for service; the caller fills in s->fwd. NULL when out of ids/memory. */
+struct stream *stream_open(const char *service, uint32_t window);
+/* How many guest-opened streams exist (CH_MAX_STREAMS at most). */
+unsigned guest_stream_count(void);
+
+void chan_init(const char *channel);
+void chan_poll(void);
+void chan_timers(int64_t now, int64_t *next);
+void chan_flush(void);
+/* Calls each live stream's advance step, then frees the dead ones. */
+void streams_advance(void);
+/* Adds each live stream's fds to the poll table. */
+void streams_poll(void);
+
+/* ---- exec sessions (exec.c) ---- */
+
+/* The host opened an "exec" stream. Returns 0 or -errno (answered with OPEN_FAIL). */
+int exec_open(struct stream *s);
+void exec_data(struct stream *s, const uint8_t *p, size_t n);
+void exec_eof(struct stream *s);
+/* The stream ends before the session did: hang up the command, free everything. */
+void exec_abort(struct stream *s);
+void exec_poll(struct stream *s);
+void exec_advance(struct stream *s);
+void exec_init(void);
+void exec_poll_sigchld(void);
+void exec_timers(int64_t now, int64_t *next);
+
+/* ---- forwarded connections (fwd.c) ---- */
+
+int fwd_init(int proxy_port, const char *agent_socket);
+void fwd_data(struct stream *s, const uint8_t *p, size_t n);
+void fwd_eof(struct stream *s);
+void fwd_open_ok(struct stream *s);
+void fwd_abort(struct stream *s);
+void fwd_poll(struct stream *s);
+void fwd_advance(struct stream *s);
+void fwd_poll_listeners(void);
+void fwd_timers(int64_t now, int64_t *next);
+
+/* ---- users (user.c) ---- */
+
+struct guest_user {
+	char name[64];
+	uid_t uid;
+	gid_t gid;
+	char home[512];
+	char shell[256];
+};
+
+/* Looks a user up in /etc/passwd by name (len bytes) or, with name NULL, by uid. */
+int user_lookup(const char *name, size_t len, uid_t uid, struct guest_user *ret);
+/* The user's groups from /etc/group, the primary one first. Returns how many (<= max). */
+int user_groups(const struct guest_user *u, gid_t *groups, int max);
