@@ -148,7 +148,8 @@ case "$out" in *"33 101"*) ;; *) fail "stty size on the PTY: '$out'" ;; esac
     fail "-t: not a terminal"
 
 # A signal from the client reaches the command (SIGINT, as Ctrl-C would send).
-s exec $ws -- sh -c 'trap "echo got-int; exit 7" INT; sleep 20 & wait' >"$work/sig.out" 2>&1 &
+# (Run directly, not through s(): $! must be the client's pid.)
+"$slate" --socket "$work/run/slated.sock" exec $ws -- sh -c 'trap "echo got-int; exit 7" INT; sleep 20 & wait' >"$work/sig.out" 2>&1 &
 cpid=$!
 sleep 2
 kill -INT $cpid
@@ -161,17 +162,19 @@ want_status 137 s exec --timeout 2 $ws -- sleep 30
 [ $((SECONDS - t0)) -lt 15 ] || fail "--timeout 2 took $((SECONDS - t0)) s"
 
 # 20 concurrent execs, each with its own output.
+pids=()
 for i in $(seq 20); do
     s exec $ws -- sh -c "sleep 1; echo job-$i" >"$work/par.$i" 2>&1 &
+    pids+=($!)
 done
-wait
+wait "${pids[@]}" # (not a bare wait: slated is a child of this shell too)
 for i in $(seq 20); do
     [ "$(cat "$work/par.$i")" = "job-$i" ] || fail "concurrent exec $i: $(cat "$work/par.$i")"
 done
 
 # slated killed mid-session: the client says so; the guest's command is killed; after the
 # restart the channel is picked up again and exec works.
-s exec $ws -- sh -c 'echo started; exec sleep 300' >"$work/long.out" 2>"$work/long.err" &
+"$slate" --socket "$work/run/slated.sock" exec $ws -- sh -c 'echo started; exec sleep 300' >"$work/long.out" 2>"$work/long.err" &
 cpid=$!
 for _ in $(seq 100); do grep -q started "$work/long.out" 2>/dev/null && break; sleep 0.1; done
 kill -9 "$daemon_pid"
@@ -222,7 +225,7 @@ grep -q Linux "$work/out" || fail "run output: $(cat "$work/out")"
 [ "$(exists rr$$)" = False ] || fail "run --rm left rr$$ behind after success"
 want_status 5 s run --rm --name rf$$ -- sh -c 'exit 5'
 [ "$(exists rf$$)" = False ] || fail "run --rm left rf$$ behind after failure"
-s run --rm --name rk$$ -- sh -c 'echo up; sleep 300' >"$work/rk.out" 2>&1 &
+"$slate" --socket "$work/run/slated.sock" run --rm --name rk$$ -- sh -c 'echo up; sleep 300' >"$work/rk.out" 2>&1 &
 cpid=$!
 for _ in $(seq 600); do grep -q up "$work/rk.out" 2>/dev/null && break; sleep 0.1; done
 grep -q up "$work/rk.out" || fail "run never got going: $(cat "$work/rk.out")"

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """A small HTTP server on 127.0.0.1 for the download tests (unit and integration).
 
-    fetch-server.py ROOT PORT_FILE LOG_FILE
+    fetch-server.py ROOT PORT_FILE LOG_FILE [CERT_FILE KEY_FILE]
 
 Serves files below ROOT with Range support, binds an ephemeral port on 127.0.0.1 only and writes
-it to PORT_FILE. Every request is logged to LOG_FILE as one line: "METHOD PATH RANGE-HEADER".
+it to PORT_FILE. With CERT_FILE and KEY_FILE (PEM) it speaks HTTPS instead, with that certificate
+(chain) and key. Every request is logged to LOG_FILE as one line: "METHOD PATH RANGE-HEADER".
 Special paths:
   /drop/NAME       sends the headers for NAME (whole length), then half the body, then closes the
                    connection; the next request for /drop/NAME behaves normally (a flaky mirror)
@@ -17,10 +18,12 @@ Special paths:
 """
 import http.server
 import os
+import ssl
 import sys
 import threading
 
 root, port_file, log_file = sys.argv[1], sys.argv[2], sys.argv[3]
+cert_file, key_file = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else (None, None)
 log_lock = threading.Lock()
 dropped = set()
 
@@ -31,8 +34,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle(self):
         try:
             super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client stopped reading: what the size cap is for
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass  # the client stopped reading (the size cap) or refused our certificate
 
     def log_message(self, *args):
         pass
@@ -116,8 +119,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_file(p)
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if cert_file:
+            # The handshake happens in the request's thread (on its first read), so that a
+            # client refusing our certificate does not hold up the others.
+            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+
+if cert_file:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert_file, key_file)
+server = Server(("127.0.0.1", 0), Handler)
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
 os.rename(port_file + ".tmp", port_file)

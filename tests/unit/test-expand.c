@@ -4,7 +4,8 @@
  * Streaming expansion: round trips through none, gzip, zstd and xz (compressed here with the
  * same libraries) into sparse files, fed whole and in odd-sized pieces; holes stay holes, the
  * output and its SHA-256 are exact; truncated, corrupt, trailing-garbage and wrong-size streams
- * are refused.
+ * are refused. A larger output (past the point where written data is flushed on the way) comes
+ * out exact too, and a failing write stops the expansion with its error.
  */
 
 #include <fcntl.h>
@@ -293,6 +294,77 @@ static void test_expand_fd(void **state)
 	                 -EINVAL);
 }
 
+/* Piece k of the large output: 1 MiB, zeros for every fourth piece, else a pattern. */
+static void large_piece(uint8_t *p, unsigned k)
+{
+	if (k % 4 == 0)
+		memset(p, 0, MIB);
+	else
+		fill_random(p, MIB, k + 100);
+}
+
+static void test_large(void **state)
+{
+	const unsigned pieces = 176; /* 132 MiB of data: past the first flush */
+	uint8_t *p = malloc(MIB), *back = malloc(MIB), sha[32], want[32];
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	struct expand *e = NULL;
+	int fd = out_file("large");
+	struct stat st;
+
+	assert_non_null(p);
+	assert_non_null(back);
+	assert_non_null(md);
+	assert_int_equal(EVP_DigestInit_ex(md, EVP_sha256(), NULL), 1);
+	assert_int_equal(expand_new(CATALOG_COMPRESSION_NONE, fd, (uint64_t)pieces * MIB, &e), 0);
+	for (unsigned k = 0; k < pieces; k++) {
+		large_piece(p, k);
+		assert_int_equal(EVP_DigestUpdate(md, p, MIB), 1);
+		assert_int_equal(expand_write(e, p, MIB), 0);
+	}
+	assert_int_equal(expand_finish(e, sha), 0);
+	expand_free(e);
+	assert_int_equal(EVP_DigestFinal_ex(md, want, NULL), 1);
+	assert_memory_equal(sha, want, 32);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, (off_t)pieces * MIB);
+	assert_true((uint64_t)st.st_blocks * 512 < (uint64_t)(pieces / 4 * 3 + 2) * MIB);
+	for (unsigned k = 0; k < pieces; k++) {
+		large_piece(p, k);
+		assert_int_equal(pread(fd, back, MIB, (off_t)k * MIB), (ssize_t)MIB);
+		assert_memory_equal(back, p, MIB);
+	}
+	EVP_MD_CTX_free(md);
+	free(back);
+	free(p);
+	close(fd);
+}
+
+static void test_write_error(void **state)
+{
+	uint8_t *p = malloc(MIB), sha[32];
+	struct expand *e = NULL;
+	int fd = out_file("ro"), ro, r = 0;
+	char path[128];
+
+	/* The same file again, read-only: every write fails. */
+	(void)snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	assert_non_null(p);
+	fill_random(p, MIB, 9);
+	assert_int_equal(expand_new(CATALOG_COMPRESSION_NONE, ro, 64 * MIB, &e), 0);
+	for (unsigned k = 0; k < 64 && r == 0; k++)
+		r = expand_write(e, p, MIB);
+	if (r == 0)
+		r = expand_finish(e, sha);
+	assert_int_equal(r, -EBADF);
+	expand_free(e);
+	free(p);
+	close(ro);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,7 +372,8 @@ int main(void)
 	        cmocka_unit_test(test_zstd),        cmocka_unit_test(test_xz),
 	        cmocka_unit_test(test_refuse_none), cmocka_unit_test(test_refuse_gzip),
 	        cmocka_unit_test(test_refuse_zstd), cmocka_unit_test(test_refuse_xz),
-	        cmocka_unit_test(test_expand_fd),
+	        cmocka_unit_test(test_expand_fd),   cmocka_unit_test(test_large),
+	        cmocka_unit_test(test_write_error),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,10 @@
  * python3 is missing): whole files, Range resume (the server's log shows the header), a
  * connection dropped half-way and resumed, a server that ignores Range, endless bodies with and
  * without Content-Length stopped at the declared size, 404, redirects (to file:// refused),
- * file:// URLs, local documents and their size cap, relative URL resolution.
+ * file:// URLs, local documents and their size cap, relative URL resolution; and HTTPS against a
+ * second instance with a certificate from a throwaway CA made here with `openssl req` (skipped
+ * when the openssl tool is missing): trusted through fetch_request.ca_file it works, an untrusted
+ * CA or a host name the certificate is not for is -EKEYREJECTED, never retried.
  */
 
 #include <fcntl.h>
@@ -38,6 +41,29 @@ extern char **environ;
 static char dir[64], port_file[128], log_file[128], data_path[128];
 static char base[64];
 static pid_t server = -1;
+/* The HTTPS server: its CA, and another CA that did not sign its certificate. */
+static char tls_port_file[128], ca_file[128], other_ca_file[128];
+static char tls_port[16];
+static pid_t tls_server = -1;
+static const char *const tls_files[] = {"ca.key",  "ca.pem",  "ca.srl",  "other.key", "other.pem",
+                                        "srv.key", "srv.csr", "srv.pem", "ext.cnf"};
+
+/*
+ * A CA, a certificate it issues for 127.0.0.1 (the subjectAltName is what is checked, not the
+ * CN), and an unrelated CA; all in $1, valid for two days.
+ */
+static const char make_certs[] =
+        "set -e; cd \"$1\"\n"
+        "ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+        "-keyout $1.key -out $1.pem -days 2 -subj /CN=slate-test-$1 "
+        "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign; }\n"
+        "ca ca; ca other\n"
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key "
+        "-out srv.csr -subj /CN=127.0.0.1\n"
+        "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n"
+        "extendedKeyUsage=serverAuth\\n' >ext.cnf\n"
+        "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+        "-extfile ext.cnf -out srv.pem\n";
 static uint8_t *data;
 
 struct sink {
@@ -56,9 +82,71 @@ static int sink_write(const void *p, size_t n, void *ud)
 	return 0;
 }
 
+/* Runs argv to its end, its output thrown away. Returns its exit status, or -1. */
+static int run_quiet(char **argv)
+{
+	posix_spawn_file_actions_t fa;
+	int status = -1;
+	pid_t pid;
+
+	if (posix_spawn_file_actions_init(&fa) != 0)
+		return -1;
+	(void)posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	(void)posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) == 0 &&
+	    waitpid(pid, &status, 0) == pid)
+		status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	(void)posix_spawn_file_actions_destroy(&fa);
+	return status;
+}
+
+/* Waits for a server to write its port. */
+static int read_port(const char *file, char *out, size_t n)
+{
+	for (int i = 0; i < 200; i++) {
+		struct buf *b = NULL;
+		if (fs_read_file_at(AT_FDCWD, file, 32, &b) == 0) {
+			char *s = buf_dup_string(b);
+			(void)snprintf(out, n, "%s", s ? s : "");
+			free(s);
+			buf_free(b);
+			return 0;
+		}
+		(void)nanosleep(&(struct timespec){0, 50000000}, NULL);
+	}
+	return -1;
+}
+
+/* The HTTPS server; without the openssl tool there is none, and test_https is skipped. */
+static void setup_tls(const char *script)
+{
+	char sh[] = "sh", dash_c[] = "-c", name[] = "make-certs", python[] = "python3";
+	char cert[128], key[128], tls_log[128];
+	char *gen[] = {sh, dash_c, (char *)make_certs, name, dir, NULL};
+	char *argv[] = {python, (char *)script, dir, tls_port_file, tls_log, cert, key, NULL};
+
+	(void)snprintf(tls_port_file, sizeof(tls_port_file), "%s/tls-port", dir);
+	/* The same request log as the plain server's. */
+	(void)snprintf(tls_log, sizeof(tls_log), "%s/requests.log", dir);
+	(void)snprintf(cert, sizeof(cert), "%s/srv.pem", dir);
+	(void)snprintf(key, sizeof(key), "%s/srv.key", dir);
+	(void)snprintf(ca_file, sizeof(ca_file), "%s/ca.pem", dir);
+	(void)snprintf(other_ca_file, sizeof(other_ca_file), "%s/other.pem", dir);
+	if (run_quiet(gen) != 0) {
+		printf("# no certificates (is the openssl tool installed?): HTTPS not tested\n");
+		return;
+	}
+	if (posix_spawnp(&tls_server, "python3", NULL, NULL, argv, environ) != 0) {
+		tls_server = -1;
+		return;
+	}
+	if (read_port(tls_port_file, tls_port, sizeof(tls_port)) < 0)
+		tls_port[0] = '\0';
+}
+
 static int setup(void **state)
 {
-	char script[512], python[] = "python3";
+	char script[512], python[] = "python3", port[16];
 	char *argv[] = {python, script, dir, port_file, log_file, NULL};
 	int fd;
 
@@ -82,18 +170,11 @@ static int setup(void **state)
 	close(fd);
 	if (posix_spawnp(&server, "python3", NULL, NULL, argv, environ) != 0)
 		return -1;
-	for (int i = 0; i < 200; i++) {
-		struct buf *b = NULL;
-		if (fs_read_file_at(AT_FDCWD, port_file, 32, &b) == 0) {
-			char *s = buf_dup_string(b);
-			(void)snprintf(base, sizeof(base), "http://127.0.0.1:%s", s);
-			free(s);
-			buf_free(b);
-			return 0;
-		}
-		(void)nanosleep(&(struct timespec){0, 50000000}, NULL);
-	}
-	return -1;
+	if (read_port(port_file, port, sizeof(port)) < 0)
+		return -1;
+	(void)snprintf(base, sizeof(base), "http://127.0.0.1:%s", port);
+	setup_tls(script);
+	return 0;
 }
 
 static int teardown(void **state)
@@ -104,9 +185,18 @@ static int teardown(void **state)
 		(void)kill(server, SIGTERM);
 		(void)waitpid(server, NULL, 0);
 	}
+	if (tls_server > 0) {
+		(void)kill(tls_server, SIGTERM);
+		(void)waitpid(tls_server, NULL, 0);
+	}
 	free(data);
 	(void)snprintf(cmd, sizeof(cmd), "%s/port", dir);
 	(void)unlink(cmd);
+	(void)unlink(tls_port_file);
+	for (size_t i = 0; i < sizeof(tls_files) / sizeof(tls_files[0]); i++) {
+		(void)snprintf(cmd, sizeof(cmd), "%s/%s", dir, tls_files[i]);
+		(void)unlink(cmd);
+	}
 	(void)unlink(log_file);
 	(void)unlink(data_path);
 	(void)rmdir(dir);
@@ -263,13 +353,68 @@ static void test_resolve(void **state)
 	free(u);
 }
 
+/* A download from the HTTPS server at host (its certificate is for 127.0.0.1). */
+static int get_tls(const char *host, uint64_t offset, const char *ca, struct sink *s,
+                   struct catalog_error *err)
+{
+	char url[256];
+	struct fetch_request req;
+
+	(void)snprintf(url, sizeof(url), "https://%s:%s/data.bin", host, tls_port);
+	req = (struct fetch_request){.url = url,
+	                             .offset = offset,
+	                             .max_size = FILE_SIZE,
+	                             .write = sink_write,
+	                             .ud = s,
+	                             .ca_file = ca};
+	return fetch_once(&req, err);
+}
+
+static void test_https(void **state)
+{
+	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
+	struct catalog_error err = {};
+
+	if (!tls_port[0]) {
+		free(s.p);
+		skip();
+	}
+	/* Trusted: the whole file, and a resumed rest. */
+	assert_int_equal(get_tls("127.0.0.1", 0, ca_file, &s, &err), 0);
+	assert_int_equal(s.n, FILE_SIZE);
+	assert_memory_equal(s.p, data, FILE_SIZE);
+	s.n = 0;
+	assert_int_equal(get_tls("127.0.0.1", 4096, ca_file, &s, &err), 0);
+	assert_int_equal(s.n, FILE_SIZE - 4096);
+	assert_memory_equal(s.p, data + 4096, s.n);
+	assert_true(logged("GET /data.bin bytes=4096-"));
+
+	/* The system's store does not know the throwaway CA. */
+	s.n = 0;
+	assert_int_equal(get_tls("127.0.0.1", 0, NULL, &s, &err), -EKEYREJECTED);
+	assert_int_equal(err.code, -EKEYREJECTED);
+	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
+	assert_int_equal(s.n, 0);
+	assert_false(fetch_retryable(-EKEYREJECTED));
+	/* Nor does a CA that did not issue the certificate. */
+	assert_int_equal(get_tls("127.0.0.1", 0, other_ca_file, &s, &err), -EKEYREJECTED);
+	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
+	assert_int_equal(s.n, 0);
+	/* The right CA, the wrong name: the certificate is for 127.0.0.1 only. */
+	assert_int_equal(get_tls("localhost", 0, ca_file, &s, &err), -EKEYREJECTED);
+	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
+	assert_non_null(strstr(err.message, "localhost"));
+	assert_int_equal(s.n, 0);
+	free(s.p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_whole),       cmocka_unit_test(test_range),
 	        cmocka_unit_test(test_drop_resume), cmocka_unit_test(test_endless),
 	        cmocka_unit_test(test_errors),      cmocka_unit_test(test_file_url),
-	        cmocka_unit_test(test_resolve),
+	        cmocka_unit_test(test_resolve),     cmocka_unit_test(test_https),
 	};
 	if (access("/usr/bin/python3", X_OK) != 0) {
 		printf("SKIP: python3 is needed for the local HTTP server\n");

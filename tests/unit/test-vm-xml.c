@@ -9,6 +9,7 @@
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <libxml/relaxng.h>
 #include <libxml/xpath.h>
 #include <libxml/xpathInternals.h>
 #include <setjmp.h>
@@ -218,6 +219,54 @@ static void test_shares(void **state)
 	parsed_free(&p);
 }
 
+/*
+ * libvirt validates a definition against its RelaxNG schema (VIR_DOMAIN_DEFINE_VALIDATE); so
+ * does this test, for every shape slated builds, with the schema libvirt installed. It caught a
+ * <memoryBacking> appended after <devices>, which libvirt refused.
+ */
+#define LIBVIRT_DOMAIN_RNG "/usr/share/libvirt/schemas/domain.rng"
+
+static void assert_valid(const struct vm_config *c)
+{
+	_cleanup_free_ char *xml = NULL;
+	xmlRelaxNGParserCtxtPtr pc;
+	xmlRelaxNGValidCtxtPtr vc;
+	xmlRelaxNGPtr schema;
+	xmlDocPtr doc;
+
+	assert_int_equal(vm_xml_build(vm_template_builtin(), c, &xml), 0);
+	pc = xmlRelaxNGNewParserCtxt(LIBVIRT_DOMAIN_RNG);
+	assert_non_null(pc);
+	schema = xmlRelaxNGParse(pc);
+	assert_non_null(schema);
+	vc = xmlRelaxNGNewValidCtxt(schema);
+	doc = xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL, XML_PARSE_NONET);
+	assert_non_null(doc);
+	if (xmlRelaxNGValidateDoc(vc, doc) != 0)
+		fail_msg("the domain XML does not validate against %s:\n%s", LIBVIRT_DOMAIN_RNG,
+		         xml);
+	xmlFreeDoc(doc);
+	xmlRelaxNGFreeValidCtxt(vc);
+	xmlRelaxNGFree(schema);
+	xmlRelaxNGFreeParserCtxt(pc);
+}
+
+static void test_schema(void **state)
+{
+	struct vm_config c = base_config();
+
+	if (access(LIBVIRT_DOMAIN_RNG, R_OK) < 0)
+		skip();
+	assert_valid(&c);
+	c.shares = shares;
+	c.n_shares = 2;
+	assert_valid(&c);
+	c.kvm = true;
+	c.vsock = true;
+	c.kernel = c.initrd = c.cmdline = NULL;
+	assert_valid(&c);
+}
+
 static void test_metadata_roundtrip(void **state)
 {
 	struct vm_config c = base_config();
@@ -331,6 +380,7 @@ int main(void)
 	        cmocka_unit_test(test_builtin),
 	        cmocka_unit_test(test_kvm_vsock_firmware),
 	        cmocka_unit_test(test_shares),
+        cmocka_unit_test(test_schema),
 	        cmocka_unit_test(test_metadata_roundtrip),
 	        cmocka_unit_test(test_override_template),
 	        cmocka_unit_test(test_refusals),

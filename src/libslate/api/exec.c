@@ -166,9 +166,17 @@ struct side {
 	bool eof; /* read end of file (or an error) */
 };
 
+/* The session's last record (EXIT or ERROR), kept back by slated when it still has work to do
+ * before the client may go (run --rm deletes the workspace first). */
+struct held_end {
+	uint8_t buf[EX_HEADER_LEN + CH_MAX_TEXT];
+	size_t len;
+};
+
 struct relay {
 	struct side client, guest;
-	bool exited; /* EXIT or ERROR went to the client */
+	struct held_end *hold; /* NULL: forward the last record like the others */
+	bool exited;           /* EXIT or ERROR went to the client (or to hold) */
 	uint64_t bytes_out;
 };
 
@@ -193,6 +201,14 @@ static int move_records(struct relay *rl, struct side *from, struct side *to, bo
 	while ((n = ex_record_decode(from->in + off, from->in_len - off, &r)) > 0) {
 		if (from_guest ? !guest_may_send(r.type) : !client_may_send(r.type))
 			return -EPROTO;
+		if (from_guest && rl->hold && (r.type == EX_EXIT || r.type == EX_ERROR) &&
+		    (size_t)n <= sizeof(rl->hold->buf)) {
+			memcpy(rl->hold->buf, from->in + off, (size_t)n);
+			rl->hold->len = (size_t)n;
+			off += (size_t)n;
+			rl->exited = true;
+			break;
+		}
 		if (sizeof(to->out) - to->out_len < (size_t)n)
 			break;
 		memcpy(to->out + to->out_len, from->in + off, (size_t)n);
@@ -228,6 +244,22 @@ static int flush_side(struct side *s)
 	return 0;
 }
 
+/* Ends the session with an ERROR record: to the client now, or into hold for later. */
+static void end_error(struct relay *rl, int client_fd, const char *msg)
+{
+	size_t n = strnlen(msg, CH_MAX_TEXT);
+
+	if (rl->hold) {
+		ex_record_header(rl->hold->buf, EX_ERROR, (uint32_t)n);
+		memcpy(rl->hold->buf + EX_HEADER_LEN, msg, n);
+		rl->hold->len = EX_HEADER_LEN + n;
+		return;
+	}
+	(void)fs_set_nonblock(client_fd, false);
+	(void)flush_side(&rl->client);
+	send_error(client_fd, "%s", msg);
+}
+
 static int fill_side(struct side *s)
 {
 	ssize_t k;
@@ -251,7 +283,8 @@ static int fill_side(struct side *s)
  * side goes away. Returns 0 when the session ended normally, -ECONNRESET when the client left,
  * -EPIPE when the guest side ended first (the client was told), -EPROTO for a bad record.
  */
-static int relay_run(const char *name, int client_fd, int guest_fd, const struct first *first)
+static int relay_run(const char *name, int client_fd, int guest_fd, const struct first *first,
+                     struct held_end *hold)
 {
 	_cleanup_free_ struct relay *rl = calloc(1, sizeof(*rl));
 	const uint8_t *pending;
@@ -262,6 +295,7 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 		return -ENOMEM;
 	rl->client.fd = client_fd;
 	rl->guest.fd = guest_fd;
+	rl->hold = hold;
 	if (first->req_len > sizeof(rl->guest.out))
 		return -EMSGSIZE;
 	/* The checked REQUEST goes first; what followed it is read like any later record. */
@@ -271,29 +305,65 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 	(void)fs_set_nonblock(guest_fd, true);
 	pending = first->rest;
 	pending_len = first->rest_len;
-	while (!rl->exited || rl->client.out_len) {
-		/* What came with the REQUEST is read first, as if from the socket. */
-		if (pending_len) {
-			size_t c = sizeof(rl->client.in) - rl->client.in_len;
-			if (c > pending_len)
-				c = pending_len;
-			memcpy(rl->client.in + rl->client.in_len, pending, c);
-			rl->client.in_len += c;
-			pending += c;
-			pending_len -= c;
+	for (;;) {
+		size_t before;
+
+		/* Move and flush until nothing moves: a flush makes room for a record that the
+		 * last move had to leave, and poll would not say so. */
+		do {
+			before = rl->client.in_len + rl->client.out_len + rl->guest.in_len +
+			         rl->guest.out_len + pending_len;
+			/* What came with the REQUEST is read first, as if from the socket. */
+			if (pending_len) {
+				size_t c = sizeof(rl->client.in) - rl->client.in_len;
+				if (c > pending_len)
+					c = pending_len;
+				memcpy(rl->client.in + rl->client.in_len, pending, c);
+				rl->client.in_len += c;
+				pending += c;
+				pending_len -= c;
+			}
 			r = move_records(rl, &rl->client, &rl->guest, false);
 			if (r < 0) {
+				log_ws(LOG_WARNING, name, "exec in %s: bad record from the client",
+				       name);
 				send_error(client_fd, "bad record from the client");
+				return r;
+			}
+			r = move_records(rl, &rl->guest, &rl->client, true);
+			if (r < 0) {
+				log_ws(LOG_WARNING, name,
+				       "exec in %s: the guest sent a record it may not send; "
+				       "session closed",
+				       name);
+				end_error(rl, client_fd, "the guest broke the exec protocol");
 				return r;
 			}
 			if (flush_side(&rl->guest) < 0)
 				rl->guest.eof = true;
+			if (flush_side(&rl->client) < 0 || rl->client.eof)
+				return -ECONNRESET;
+		} while (rl->client.in_len + rl->client.out_len + rl->guest.in_len +
+		                 rl->guest.out_len + pending_len !=
+		         before);
+
+		if (rl->exited && rl->client.out_len == 0)
+			return 0;
+		/* A complete record would have moved once the client drained: what is left of
+		 * the guest's output can never be whole. */
+		if (rl->guest.eof && !rl->exited && rl->client.out_len == 0) {
+			end_error(rl, client_fd,
+			          "the guest channel closed before the command ended (the VM "
+			          "stopped, or slate-guest restarted)");
+			return -EPIPE;
 		}
+
 		struct pollfd p[2] = {
 		        {.fd = client_fd,
 		         .events = (short)((rl->client.eof ? 0 : POLLIN) |
 		                           (rl->client.out_len ? POLLOUT : 0))},
-		        {.fd = guest_fd,
+		        /* Nothing more to read or write there: a hang-up must not wake us. */
+		        {.fd = (rl->guest.eof || rl->exited) && !rl->guest.out_len ? -1 : guest_fd,
 		         .events = (short)((rl->guest.eof || rl->exited ? 0 : POLLIN) |
 		                           (rl->guest.out_len ? POLLOUT : 0))},
 		};
@@ -311,37 +381,7 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 			(void)fill_side(&rl->client);
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && !rl->guest.eof && !rl->exited)
 			(void)fill_side(&rl->guest);
-		r = move_records(rl, &rl->client, &rl->guest, false);
-		if (r < 0) {
-			log_ws(LOG_WARNING, name, "exec in %s: bad record from the client", name);
-			send_error(client_fd, "bad record from the client");
-			return r;
-		}
-		r = move_records(rl, &rl->guest, &rl->client, true);
-		if (r < 0) {
-			log_ws(LOG_WARNING, name,
-			       "exec in %s: the guest sent a record it may not send; session "
-			       "closed",
-			       name);
-			(void)fs_set_nonblock(client_fd, false);
-			(void)flush_side(&rl->client);
-			send_error(client_fd, "the guest broke the exec protocol");
-			return r;
-		}
-		if (flush_side(&rl->guest) < 0)
-			rl->guest.eof = true;
-		if (flush_side(&rl->client) < 0 || rl->client.eof)
-			return -ECONNRESET;
-		if (rl->guest.eof && !rl->exited && rl->guest.in_len < EX_HEADER_LEN) {
-			(void)fs_set_nonblock(client_fd, false);
-			(void)flush_side(&rl->client);
-			send_error(client_fd,
-			           "the guest channel closed before the command ended (the VM "
-			           "stopped, or slate-guest restarted)");
-			return -EPIPE;
-		}
 	}
-	return 0;
 }
 
 /* ---- opening a session ---- */
@@ -507,7 +547,7 @@ static void exec_job_freep(struct exec_job **j)
 
 /* Runs one session on an upgraded connection. Returns relay_run's result. */
 static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
-                               const struct first *first)
+                               const struct first *first, struct held_end *hold)
 {
 	_cleanup_close_ int gfd = -1;
 	char err[512] = "";
@@ -519,7 +559,7 @@ static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
 		send_error(fd, "cannot reach the guest of %s: %s", name, err);
 		return r;
 	}
-	r = relay_run(name, fd, gfd, first);
+	r = relay_run(name, fd, gfd, first, hold);
 	log_ws(LOG_DEBUG, name, "exec session in %s ended after %.3f s: %s", name,
 	       (double)(now_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
 	return r;
@@ -532,7 +572,7 @@ static void exec_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 
 	if (read_request(fd, extra, extra_len, &first) < 0)
 		return;
-	(void)exec_bridge_session(j->d, j->name, fd, &first);
+	(void)exec_bridge_session(j->d, j->name, fd, &first, NULL);
 }
 
 static int check_owner(struct daemon_ctx *d, const struct api_request *req, const char *name,
@@ -617,12 +657,17 @@ static void run_remove(struct daemon_ctx *d, const char *name)
 		log_ws(LOG_INFO, name, "run --rm: deleted workspace %s", name);
 }
 
+/*
+ * With rm, the workspace goes before the client hears the end (the command's EXIT, or why it
+ * failed): when `slate run --rm` returns, nothing is left.
+ */
 static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 {
 	struct exec_job *j = arg;
 	struct daemon_ctx *d = j->d;
 	_cleanup_(first_done) struct first first = {0};
 	struct run_progress rp = {.fd = fd};
+	struct held_end end = {0};
 	bool created = false;
 	char code[64] = "", err[4096] = "";
 	int r;
@@ -654,19 +699,24 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 	/* From here on, with rm, the workspace goes whatever happens. */
 	r = api_vm_start(d, j->name, 0, run_progress_fn, &rp, NULL, code, sizeof(code), err,
 	                 sizeof(err));
-	if (r < 0) {
-		send_error(fd, "%s", err);
+	if (r < 0)
 		goto out;
-	}
+	err[0] = '\0';
 	if (client_gone(fd)) {
 		log_ws(LOG_INFO, j->name, "run in %s: the client went away during the start",
 		       j->name);
 		goto out;
 	}
-	(void)exec_bridge_session(d, j->name, fd, &first);
+	(void)exec_bridge_session(d, j->name, fd, &first, j->rm && created ? &end : NULL);
 out:
-	if (j->rm && created)
+	if (j->rm && created) {
+		send_progress(fd, "deleting the workspace");
 		run_remove(d, j->name);
+	}
+	if (err[0])
+		send_error(fd, "%s", err);
+	else if (end.len)
+		(void)fs_write_all(fd, end.buf, end.len);
 }
 
 int handle_run(struct api_request *req, struct api_reply *reply)

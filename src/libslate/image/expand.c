@@ -15,18 +15,39 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-/* Output travels to the writer thread in buffers of this size, at most EXPAND_NBUF at once. */
+/*
+ * Output travels in buffers of this size, at most EXPAND_NBUF at once, to two threads: one hashes
+ * every buffer, the other scans it for zeros and writes the rest. Hashing the whole output (holes
+ * included: 4 GiB of SHA-256 for a 4 GiB disk however little data it holds) is the longest of
+ * the three stages, so it gets a thread of its own that runs up to EXPAND_NBUF buffers ahead of
+ * the writes instead of waiting on each.
+ */
 #define EXPAND_BUF_SIZE (4u << 20)
-#define EXPAND_NBUF 4
+#define EXPAND_NBUF 8
+/*
+ * Written data is flushed (fdatasync, on a thread of its own) whenever this much more has been
+ * written, so that the device works while the download goes on and the fsync before the install
+ * finds little left to do; it also keeps the page cache from filling with dirty data.
+ */
+#define EXPAND_SYNC_EVERY (128u << 20)
 #define EXPAND_READ_CHUNK (1u << 20)
 /* xz streams needing more memory than this to decode are refused. */
 #define EXPAND_XZ_MEMLIMIT (512ull << 20)
+
+struct expand;
+struct stage {
+	struct expand *e;
+	int (*fn)(struct expand *e, unsigned slot);
+	unsigned done; /* under lock: buffers this stage is through with */
+	pthread_t thread;
+	bool started;
+};
 
 struct expand {
 	enum catalog_compression compression;
 	int fd;
 	uint64_t size;     /* declared output size */
-	uint64_t produced; /* output bytes handed to the writer */
+	uint64_t produced; /* output bytes handed on */
 	bool stream_end;   /* the compressed stream (or the last member/frame) is complete */
 	bool finished;
 
@@ -36,26 +57,32 @@ struct expand {
 	lzma_stream xz;
 	bool xz_init;
 
-	/* Buffer ring: the decompressor fills bufs[tail % N]; the writer drains bufs[head % N]. */
+	/* Buffer ring: the decompressor fills bufs[tail % N]; a slot is free again once both
+	 * stages are through with it. */
 	uint8_t *bufs[EXPAND_NBUF];
 	size_t lens[EXPAND_NBUF];
 	uint64_t offs[EXPAND_NBUF];
-	size_t fill;         /* bytes in bufs[tail % N] */
-	bool have_cur;       /* bufs[tail % N] is ours to fill */
-	unsigned head, tail; /* under lock */
-	bool eof;            /* under lock: no more buffers will come */
-	int error;           /* under lock: the writer's first error */
+	size_t fill;   /* bytes in bufs[tail % N] */
+	bool have_cur; /* bufs[tail % N] is ours to fill */
+	unsigned tail; /* under lock: buffers handed on */
+	bool eof;      /* under lock: no more buffers will come */
+	int error;     /* under lock: the first error of either stage */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_t thread;
-	bool thread_started;
+	struct stage hash, write;
+	uint64_t written, synced; /* under lock: data bytes written, and flushed */
+	pthread_t syncer;
+	bool syncer_started;
 
 	EVP_MD_CTX *md;
 };
 
+static const uint8_t zero_block[EXPAND_HOLE_BLOCK];
+
+/* Whether n <= EXPAND_HOLE_BLOCK bytes at p are all zero. */
 static bool all_zero(const uint8_t *p, size_t n)
 {
-	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+	return memcmp(p, zero_block, n) == 0;
 }
 
 static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -76,58 +103,116 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* The writer: hashes a buffer and writes its non-zero blocks, coalesced, at their offsets. */
-static int write_buffer(struct expand *e, const uint8_t *p, size_t len, uint64_t off)
+static int hash_buffer(struct expand *e, unsigned slot)
 {
-	size_t run = 0, i;
+	return EVP_DigestUpdate(e->md, e->bufs[slot], e->lens[slot]) == 1 ? 0 : SLATE_ERR_CRYPTO;
+}
+
+static int write_run(struct expand *e, const uint8_t *p, size_t n, uint64_t off)
+{
+	int r = pwrite_all(e->fd, p, n, off);
+
+	if (r < 0)
+		return r;
+	(void)pthread_mutex_lock(&e->lock);
+	e->written += n;
+	if (e->written - e->synced >= EXPAND_SYNC_EVERY)
+		(void)pthread_cond_broadcast(&e->cond);
+	(void)pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+/* Writes a buffer's non-zero blocks, coalesced, at their offsets; zero blocks stay holes. */
+static int write_buffer(struct expand *e, unsigned slot)
+{
+	const uint8_t *p = e->bufs[slot];
+	size_t len = e->lens[slot], run = 0, i;
+	uint64_t off = e->offs[slot];
 	int r;
 
-	if (EVP_DigestUpdate(e->md, p, len) != 1)
-		return SLATE_ERR_CRYPTO;
 	for (i = 0; i < len; i += EXPAND_HOLE_BLOCK) {
 		size_t n = len - i < EXPAND_HOLE_BLOCK ? len - i : EXPAND_HOLE_BLOCK;
 
 		if (!all_zero(p + i, n))
 			continue;
 		if (i > run) {
-			r = pwrite_all(e->fd, p + run, i - run, off + run);
+			r = write_run(e, p + run, i - run, off + run);
 			if (r < 0)
 				return r;
 		}
 		run = i + n;
 	}
 	if (len > run)
-		return pwrite_all(e->fd, p + run, len - run, off + run);
+		return write_run(e, p + run, len - run, off + run);
 	return 0;
 }
 
-static void *writer_main(void *arg)
+/* A stage's thread: takes the buffers in order until there are no more. */
+static void *stage_main(void *arg)
 {
-	struct expand *e = arg;
+	struct stage *s = arg;
+	struct expand *e = s->e;
 
 	(void)pthread_mutex_lock(&e->lock);
 	for (;;) {
 		unsigned slot;
-		int r;
+		bool skip;
+		int r = 0;
 
-		while (e->head == e->tail && !e->eof)
+		while (s->done == e->tail && !e->eof)
 			(void)pthread_cond_wait(&e->cond, &e->lock);
-		if (e->head == e->tail)
+		if (s->done == e->tail)
 			break;
-		slot = e->head % EXPAND_NBUF;
+		slot = s->done % EXPAND_NBUF;
+		skip = e->error != 0; /* after an error the rest is only drained */
 		(void)pthread_mutex_unlock(&e->lock);
-		r = e->error ? 0 : write_buffer(e, e->bufs[slot], e->lens[slot], e->offs[slot]);
+		if (!skip)
+			r = s->fn(e, slot);
 		(void)pthread_mutex_lock(&e->lock);
 		if (r < 0 && !e->error)
 			e->error = r;
-		e->head++;
+		s->done++;
 		(void)pthread_cond_broadcast(&e->cond);
 	}
 	(void)pthread_mutex_unlock(&e->lock);
 	return NULL;
 }
 
-/* Hands the current buffer to the writer. */
+/* The syncer's thread: flushes what the writer wrote, EXPAND_SYNC_EVERY bytes at a time. */
+static void *syncer_main(void *arg)
+{
+	struct expand *e = arg;
+
+	(void)pthread_mutex_lock(&e->lock);
+	for (;;) {
+		uint64_t mark;
+		int r;
+
+		while (e->written - e->synced < EXPAND_SYNC_EVERY && !e->eof && !e->error)
+			(void)pthread_cond_wait(&e->cond, &e->lock);
+		/* The last stretch is the caller's fsync. */
+		if (e->eof || e->error)
+			break;
+		mark = e->written;
+		(void)pthread_mutex_unlock(&e->lock);
+		r = fdatasync(e->fd) < 0 ? -errno : 0;
+		(void)pthread_mutex_lock(&e->lock);
+		if (r < 0 && r != -EINVAL && !e->error) /* EINVAL: cannot be synced, e.g. a pipe */
+			e->error = r;
+		e->synced = mark;
+	}
+	(void)pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* Buffers neither stage has let go of yet. Under lock. */
+static unsigned in_flight(const struct expand *e)
+{
+	unsigned h = e->tail - e->hash.done, w = e->tail - e->write.done;
+	return h > w ? h : w;
+}
+
+/* Hands the current buffer on. */
 static int submit(struct expand *e)
 {
 	unsigned slot = e->tail % EXPAND_NBUF;
@@ -161,7 +246,7 @@ static int out_space(struct expand *e, uint8_t **ret, size_t *ret_n)
 	}
 	if (!e->have_cur) {
 		(void)pthread_mutex_lock(&e->lock);
-		while (e->tail - e->head >= EXPAND_NBUF && !e->error)
+		while (in_flight(e) >= EXPAND_NBUF && !e->error)
 			(void)pthread_cond_wait(&e->cond, &e->lock);
 		r = e->error;
 		(void)pthread_mutex_unlock(&e->lock);
@@ -346,9 +431,17 @@ int expand_new(enum catalog_compression compression, int out_fd, uint64_t size, 
 		break;
 	}
 	}
-	if (pthread_create(&e->thread, NULL, writer_main, e) != 0)
+	e->hash = (struct stage){.e = e, .fn = hash_buffer};
+	e->write = (struct stage){.e = e, .fn = write_buffer};
+	if (pthread_create(&e->hash.thread, NULL, stage_main, &e->hash) != 0)
 		return -EAGAIN;
-	e->thread_started = true;
+	e->hash.started = true;
+	if (pthread_create(&e->write.thread, NULL, stage_main, &e->write) != 0)
+		return -EAGAIN;
+	e->write.started = true;
+	if (pthread_create(&e->syncer, NULL, syncer_main, e) != 0)
+		return -EAGAIN;
+	e->syncer_started = true;
 	*ret = TAKE_PTR(e);
 	return 0;
 }
@@ -362,20 +455,28 @@ int expand_write(struct expand *e, const void *p, size_t n)
 	return run(e, p, n, false);
 }
 
-/* Tells the writer no more comes and waits for it. Returns its error. */
-static int stop_writer(struct expand *e)
+/* Tells the threads no more comes and waits for them. Returns their first error. */
+static int stop_stages(struct expand *e)
 {
+	struct stage *stages[] = {&e->hash, &e->write};
 	int r;
 
-	if (!e->thread_started)
-		return 0;
 	(void)pthread_mutex_lock(&e->lock);
 	e->eof = true;
 	(void)pthread_cond_broadcast(&e->cond);
 	(void)pthread_mutex_unlock(&e->lock);
-	(void)pthread_join(e->thread, NULL);
-	e->thread_started = false;
+	for (size_t i = 0; i < ELEMENTSOF(stages); i++)
+		if (stages[i]->started) {
+			(void)pthread_join(stages[i]->thread, NULL);
+			stages[i]->started = false;
+		}
+	if (e->syncer_started) {
+		(void)pthread_join(e->syncer, NULL);
+		e->syncer_started = false;
+	}
+	(void)pthread_mutex_lock(&e->lock);
 	r = e->error;
+	(void)pthread_mutex_unlock(&e->lock);
 	return r;
 }
 
@@ -395,7 +496,7 @@ int expand_finish(struct expand *e, uint8_t ret_sha256[32])
 	if (r >= 0)
 		r = submit(e);
 	{
-		int k = stop_writer(e);
+		int k = stop_stages(e);
 		if (r >= 0 && k < 0)
 			r = k;
 	}
@@ -425,7 +526,7 @@ void expand_free(struct expand *e)
 	if (!e->error)
 		e->error = -ECANCELED;
 	(void)pthread_mutex_unlock(&e->lock);
-	(void)stop_writer(e);
+	(void)stop_stages(e);
 	if (e->z_init)
 		(void)inflateEnd(&e->z);
 	if (e->zs)

@@ -8,8 +8,10 @@
  * 7 GiB of data takes about 7 GiB. The SHA-256 (OpenSSL EVP) of the whole output, holes read as
  * zeros, is computed on the way, so the installed disk never has to be read again.
  *
- * Scanning for zeros, writing and hashing the output run on a second thread, so that they
- * overlap with receiving and decompressing.
+ * Hashing the output runs on a thread of its own, scanning it for zeros and writing it on
+ * another, so that both overlap with receiving and decompressing (and hashing, the longest
+ * stage, does not wait on each write); a third flushes what was written every 128 MiB (fdatasync),
+ * so the device works during the download and the caller's fsync at the end is short.
  *
  * The output may never exceed the declared size (decompression bombs stop at once), and at the
  * end the stream must be complete and the output exactly that size: a truncated or corrupt

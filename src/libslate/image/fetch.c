@@ -120,6 +120,10 @@ static int map_curl(CURLcode c)
 		return SLATE_ERR_SIZE_MISMATCH;
 	case CURLE_OUT_OF_MEMORY:
 		return -ENOMEM;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return -EKEYREJECTED;
 	default:
 		return -EIO;
 	}
@@ -172,6 +176,13 @@ int fetch_once(const struct fetch_request *req, struct catalog_error *err)
 	(void)curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, (long)FETCH_STALL_TIMEOUT_S);
 	(void)curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, cerr);
 	(void)curl_easy_setopt(curl, CURLOPT_USERAGENT, "slate/" PACKAGE_VERSION);
+	/* libcurl's defaults, spelled out: the chain and the host name are checked. */
+	(void)curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+	(void)curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+	(void)curl_easy_setopt(curl, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	if (req->ca_file && curl_easy_setopt(curl, CURLOPT_CAINFO, req->ca_file) != CURLE_OK)
+		return catalog_error_set(err, -EINVAL, "%s: cannot use CA file %s", req->url,
+		                         req->ca_file);
 	/* Artifacts are compressed already and hashed as served: no transfer encoding games. */
 	(void)curl_easy_setopt(curl, CURLOPT_HTTP_CONTENT_DECODING, 0L);
 	(void)curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024L);
@@ -206,6 +217,10 @@ int fetch_once(const struct fetch_request *req, struct catalog_error *err)
 		return catalog_error_set(err, r, "%s: the server answered %ld", req->url, code);
 	}
 	r = map_curl(c);
+	if (r == -EKEYREJECTED)
+		return catalog_error_set(err, r,
+		                         "%s: the server's TLS certificate is not trusted: %s",
+		                         req->url, cerr[0] ? cerr : curl_easy_strerror(c));
 	if (r == SLATE_ERR_SIZE_MISMATCH)
 		return catalog_error_set(err, r,
 		                         "%s: the server announced more than the declared %" PRIu64

@@ -9,6 +9,11 @@
  * too many arrives (endless data), and a Content-Length already over it is refused before the
  * body. Retries are the caller's (image/pull.c), which re-fetches the catalog between tries.
  *
+ * https:// servers are verified against the system's CA store (the peer's certificate chain and
+ * its name), TLS 1.2 at least; a certificate that does not verify is -EKEYREJECTED and never
+ * retried. Integrity does not rest on it (everything is checked against the signed catalog); it
+ * keeps what a host fetches private on the network.
+ *
  * Functions return >= 0 or -errno / slate_err; err (may be NULL) says what failed.
  */
 
@@ -32,13 +37,18 @@ struct fetch_request {
 	uint64_t max_size; /* the declared size: offset + bytes received never exceed it */
 	fetch_write_fn write;
 	void *ud;
+	/* Tests only: trust the CA certificates in this PEM file instead of the system's store
+	 * (NULL: the system's store). */
+	const char *ca_file;
 };
 
 /*
  * One transfer of req->url from req->offset. Returns 0 when the server sent the whole rest,
  * SLATE_ERR_SIZE_MISMATCH the moment more than max_size would arrive, the write function's
  * error, -ENOENT for 404/410 or a missing file, -EACCES for 401/403, -EPROTONOSUPPORT for
- * another scheme, and -ECONNRESET/-ETIMEDOUT/-EIO for transport failures (fetch_retryable()).
+ * another scheme, -EKEYREJECTED for a TLS certificate that does not verify (untrusted, expired,
+ * or not for this host name), and -ECONNRESET/-ETIMEDOUT/-EIO for transport failures
+ * (fetch_retryable()).
  */
 int fetch_once(const struct fetch_request *req, struct catalog_error *err);
 /* Returns whether a fetch_once() error is worth another try (connection lost, timeout, 5xx). */

@@ -259,9 +259,10 @@ static int file_write(struct download *d, const void *p, size_t n)
 	return pwrite(d->fd, p, n, (off_t)d->have) == (ssize_t)n ? 0 : errno ? -errno : -EIO;
 }
 
+/* Nothing to do: image_store_install_dir() fsyncs every file before the rename. */
 static int file_finish(struct download *d)
 {
-	return fsync(d->fd) < 0 ? -errno : 0;
+	return 0;
 }
 
 static const struct sink_ops file_ops = {file_start, file_write, file_finish};
@@ -300,9 +301,9 @@ static int disk_finish(struct download *d)
 	if (r == SLATE_ERR_INVALID_FORMAT)
 		return catalog_error_set(d->err, r, "the disk's %s stream is truncated or corrupt",
 		                         compression_names[d->compression]);
-	if (r < 0)
-		return r;
-	return fsync(d->fd) < 0 ? -errno : 0;
+	/* Not fsynced here: image_store_install_dir() does it, once, before the rename (and the
+	 * expansion has been flushing as it went). */
+	return r;
 }
 
 static const struct sink_ops disk_ops = {disk_start, disk_write, disk_finish};
