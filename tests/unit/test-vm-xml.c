@@ -8,8 +8,8 @@
  */
 
 #include <libxml/parser.h>
-#include <libxml/tree.h>
 #include <libxml/relaxng.h>
+#include <libxml/tree.h>
 #include <libxml/xpath.h>
 #include <libxml/xpathInternals.h>
 #include <setjmp.h>
@@ -380,7 +380,7 @@ int main(void)
 	        cmocka_unit_test(test_builtin),
 	        cmocka_unit_test(test_kvm_vsock_firmware),
 	        cmocka_unit_test(test_shares),
-        cmocka_unit_test(test_schema),
+	        cmocka_unit_test(test_schema),
 	        cmocka_unit_test(test_metadata_roundtrip),
 	        cmocka_unit_test(test_override_template),
 	        cmocka_unit_test(test_refusals),
