@@ -14,7 +14,7 @@
 #include "util/size.h"
 #include "workspace/workspace.h"
 
-#define MAX_SHARES 16
+#define MAX_SHARES 8 /* VM_MAX_SHARES: one virtiofs device each */
 
 /* Parses the options common to every command plus -y/--yes; returns the first operand index or
  * an exit status < 0 (negated) when it printed usage/help. */

@@ -161,7 +161,10 @@ avail=$(df --output=avail -B1 "$mnt" | tail -1)
 fallocate -l $((avail - (1 << 20))) "$mnt/filler" 2>/dev/null || fallocate -l $((avail - (2 << 20))) "$mnt/filler"
 expect_fail 1 "full" s create big --home-size 4G
 [ "$(s ls --json | jget workspaces)" = "[]" ] || fail "a half-made workspace is listed"
-ls -A "$mnt/state/workspaces" | grep -v '^\.\(macs\|locks\)' | grep -q . && fail "leftovers: $(ls -A "$mnt/state/workspaces")"
+# (.home-templates is a cache of fresh homes; no half-made template may be left in it.)
+ls -A "$mnt/state/workspaces" | grep -v '^\.\(macs\|locks\|home-templates\)' | grep -q . && fail "leftovers: $(ls -A "$mnt/state/workspaces")"
+ls -A "$mnt/state/workspaces/.home-templates" 2>/dev/null | grep -q '^\.tmp' &&
+    fail "a half-made home template: $(ls -A "$mnt/state/workspaces/.home-templates")"
 rm -f "$mnt/filler"
 s create big >/dev/null || fail "create after freeing space"
 stop_daemon

@@ -18,7 +18,7 @@
 #include "vm/domain.h"
 #include "workspace/workspace.h"
 
-#define MAX_SHARES 16
+#define MAX_SHARES 8 /* VM_MAX_SHARES: one virtiofs device each */
 
 /* Maps a library error onto a reply. Always returns r (< 0). */
 static int reply_errno(struct api_reply *reply, int r, const char *what, const char *name)
