@@ -575,28 +575,6 @@ static void exec_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 	(void)exec_bridge_session(j->d, j->name, fd, &first, NULL);
 }
 
-static int check_owner(struct daemon_ctx *d, const struct api_request *req, const char *name,
-                       struct api_reply *reply)
-{
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	int r;
-
-	if (workspace_name_check(name) < 0)
-		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
-		                       name, WORKSPACE_NAME_RULE),
-		       -EINVAL;
-	r = workspace_load(d->workspaces, name, &w);
-	if (r == -ENOENT || (r >= 0 && req->caller.uid != 0 && req->caller.uid != w->owner))
-		return api_reply_error(reply, 404, API_ERR_NOT_FOUND, "no workspace named '%s'",
-		                       name),
-		       -ENOENT;
-	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "loading workspace %s: %s", name,
-		                       slate_strerror(r)),
-		       r;
-	return 0;
-}
-
 int handle_workspace_exec(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
@@ -604,7 +582,7 @@ int handle_workspace_exec(struct api_request *req, struct api_reply *reply)
 	struct exec_job *j;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || check_owner(d, req, name, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
 		return -EINVAL;
 	r = vm_domain_is_active(d->libvirt_uri, name);
 	if (r == 0)
@@ -751,7 +729,7 @@ int handle_run(struct api_request *req, struct api_reply *reply)
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 			                       "invalid name '%s': %s", name, WORKSPACE_NAME_RULE);
 		memcpy(j->name, name, strnlen(name, WORKSPACE_NAME_MAX));
-		r = check_owner(d, req, name, reply);
+		r = api_load_visible(d, req, name, NULL, reply);
 		if (r == 0) {
 			/* It exists: reuse it, never delete it. */
 			if (rm)
@@ -764,7 +742,7 @@ int handle_run(struct api_request *req, struct api_reply *reply)
 		} else if (r != -ENOENT) {
 			return r;
 		} else {
-			/* check_owner filled a 404: start over with a fresh reply. */
+			/* api_load_visible filled a 404: start over with a fresh reply. */
 			json_object_put(reply->json);
 			reply->json = NULL;
 			reply->status = 0;

@@ -38,6 +38,11 @@ const struct api_route *routes_table(size_t *ret_n);
  * and return -ENODEV. */
 int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply);
 int api_need_images(const struct daemon_ctx *d, struct api_reply *reply);
+/* Loads a workspace the caller may see into *ret (ret may be NULL: only check); another user's
+ * is "not found", like a missing one. On failure fills reply (400, 404, ...) and returns < 0. */
+struct workspace;
+int api_load_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
+                     struct workspace **ret, struct api_reply *reply);
 
 /* Handlers in api/workspaces.c and api/images.c. */
 int handle_workspace_list(struct api_request *req, struct api_reply *reply);

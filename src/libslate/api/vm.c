@@ -40,29 +40,6 @@
 #define API_ERR_COMPROMISED "compromised"
 #define API_ERR_BASE_DRIFT "base_drift"
 
-/* Another user's workspace is "not found", like a missing one (as in api/workspaces.c). */
-static int check_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
-                         struct api_reply *reply)
-{
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	int r;
-
-	if (workspace_name_check(name) < 0)
-		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
-		                       name, WORKSPACE_NAME_RULE),
-		       -EINVAL;
-	r = workspace_load(d->workspaces, name, &w);
-	if (r == -ENOENT || (r >= 0 && req->caller.uid != 0 && req->caller.uid != w->owner))
-		return api_reply_error(reply, 404, API_ERR_NOT_FOUND, "no workspace named '%s'",
-		                       name),
-		       -ENOENT;
-	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "loading workspace %s: %s", name,
-		                       slate_strerror(r)),
-		       r;
-	return 0;
-}
-
 struct vm_op {
 	struct daemon_ctx *d;
 	char name[WORKSPACE_NAME_MAX + 1];
@@ -775,14 +752,15 @@ static int op_new(struct api_request *req, struct api_reply *reply, struct vm_op
 	struct vm_op *op;
 	int64_t t;
 
-	if (api_need_workspaces(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 ||
+	    api_load_visible(d, req, req->params[0], NULL, reply) < 0)
 		return -EINVAL;
 	op = calloc(1, sizeof(*op));
 	if (!op)
 		return -ENOMEM;
 	op->d = d;
 	op->uid = req->caller.uid;
-	/* check_visible() made sure it is a valid name (at most WORKSPACE_NAME_MAX bytes). */
+	/* api_load_visible() made sure it is a valid name (at most WORKSPACE_NAME_MAX bytes). */
 	memcpy(op->name, req->params[0], strnlen(req->params[0], WORKSPACE_NAME_MAX));
 	if (req->body) {
 		(void)json_get_bool(req->body, "reset_to_base", &op->reset_to_base);
@@ -905,7 +883,8 @@ int handle_workspace_console(struct api_request *req, struct api_reply *reply)
 	enum vm_state st;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || check_visible(d, req, req->params[0], reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 ||
+	    api_load_visible(d, req, req->params[0], NULL, reply) < 0)
 		return -EINVAL;
 	r = vm_workspace_state_uri(d->libvirt_uri, req->params[0], &st);
 	if (r < 0)

@@ -56,9 +56,8 @@ static bool may_see(const struct api_caller *c, const struct workspace *w)
 	return c->uid == 0 || c->uid == w->owner;
 }
 
-/* Loads a workspace the caller may see; another user's is "not found", like a missing one. */
-static int load_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
-                        struct workspace **ret, struct api_reply *reply)
+int api_load_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
+                     struct workspace **ret, struct api_reply *reply)
 {
 	struct workspace *w = NULL;
 	int r;
@@ -76,7 +75,10 @@ static int load_visible(struct daemon_ctx *d, const struct api_request *req, con
 	}
 	if (r < 0)
 		return reply_errno(reply, r, "loading workspace", name);
-	*ret = w;
+	if (ret)
+		*ret = w;
+	else
+		workspace_free(w);
 	return 0;
 }
 
@@ -236,7 +238,7 @@ int handle_workspace_get(struct api_request *req, struct api_reply *reply)
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 
 	if (api_need_workspaces(d, reply) < 0 ||
-	    load_visible(d, req, req->params[0], &w, reply) < 0)
+	    api_load_visible(d, req, req->params[0], &w, reply) < 0)
 		return -EINVAL;
 	return api_reply_json(reply, 200, ws_json(d, w, true, ASK_LIBVIRT));
 }
@@ -439,7 +441,7 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 	_cleanup_json_ struct json_object *o = NULL;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
@@ -505,7 +507,7 @@ int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
 	if (!o || !arr || json_add(o, "checkpoints", arr) < 0)
 		return -ENOMEM;
 	if (api_need_workspaces(d, reply) < 0 ||
-	    load_visible(d, req, req->params[0], &w, reply) < 0)
+	    api_load_visible(d, req, req->params[0], &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_checkpoint_list(d->workspaces, w->name, &cps, &n);
 	if (r < 0)
@@ -534,7 +536,7 @@ int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
 	bool system_only = false;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, &w, reply) < 0)
 		return -EINVAL;
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
