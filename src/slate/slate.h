@@ -63,6 +63,14 @@ int cmd_console(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_exec(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_shell(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_run(struct slate_ctx *ctx, int argc, char **argv);
+/* sshkey.c: slate ssh-key generate|show|import. */
+int cmd_ssh_key(struct slate_ctx *ctx, int argc, char **argv);
+/* secret.c: slate secret set|ls|rm. */
+int cmd_secret(struct slate_ctx *ctx, int argc, char **argv);
+/* egress.c: slate egress NAME (allow-all|deny-all|allow HOST|deny HOST|ls). */
+int cmd_egress(struct slate_ctx *ctx, int argc, char **argv);
+/* trace.c: slate trace NAME [--leaks]. */
+int cmd_trace(struct slate_ctx *ctx, int argc, char **argv);
 
 /* In workspace.c: --share HOSTDIR[:GUESTDIR][:ro] into shares. 0, or an exit status. */
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares);

@@ -17,6 +17,7 @@
 #include "api/server.h"
 #include "channel/channels.h"
 #include "image/store.h"
+#include "secrets/install.h"
 #include "storage/storage.h"
 #include "util/conf.h"
 #include "util/error.h"
@@ -338,6 +339,16 @@ int main(int argc, char **argv)
 	if (r < 0)
 		log_error_errno(r, "cannot start the guest channels (exec and shells will fail)");
 	(void)vm_daemon_start(&ctx);
+	/* Vaults and host-held SSH keys need the master key; without it those verbs fail, the
+	 * rest works. */
+	r = install_open(state_fd, NULL, &ctx.install);
+	if (r < 0)
+		log_error_errno(r, "cannot open %s/install (secrets and SSH keys will fail)",
+		                o.state_dir);
+	if (agent_service_start(&ctx) < 0)
+		log_error("cannot start the SSH agent service");
+	if (proxy_service_start(&ctx) < 0)
+		log_error("cannot start the egress proxy service");
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
 	                                 .listen_fd = listen_fd,
@@ -374,7 +385,10 @@ int main(int argc, char **argv)
 	log_info("signal %d: shutting down", sig);
 	(void)sd_notify(0, "STOPPING=1");
 	api_server_stop(TAKE_PTR(server));
+	proxy_service_stop(&ctx);
+	agent_service_stop(&ctx);
 	vm_daemon_stop(&ctx);
+	install_free(TAKE_PTR(ctx.install));
 	channels_free(TAKE_PTR(ctx.channels));
 	workspace_store_free(ctx.workspaces);
 	storage_close(ctx.storage);

@@ -13,6 +13,7 @@ struct storage;
 struct workspace_store;
 struct vm_events;
 struct channels;
+struct install;
 
 struct daemon_ctx {
 	const char *state_dir;
@@ -29,6 +30,9 @@ struct daemon_ctx {
 	const char *trusted_keys;    /* catalog keys (dir); NULL: SLATE_SYSCONF_DIR/trusted-keys */
 	const char *channel;         /* the catalog channel followed; NULL: "stable" */
 	const char *catalog_url;     /* the default catalog source, may be NULL */
+	struct install *install;     /* master key, salt (secrets/install.h); NULL if unusable */
+	void *agent;                 /* the SSH agent service's state (api/sshkey.c) */
+	void *proxy;                 /* the egress proxy service's state (api/egress.c) */
 };
 
 /* Returns the route table (static) and its length in *ret_n. */
@@ -83,3 +87,21 @@ int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len);
 /* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
  * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
 int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);
+/* In api/sshkey.c: the sign-only SSH agent (issue 7). The service registers "ssh-agent" on the
+ * guest channels; stop undoes it. */
+int handle_sshkey_get(struct api_request *req, struct api_reply *reply);
+int handle_sshkey_generate(struct api_request *req, struct api_reply *reply);
+int handle_sshkey_import(struct api_request *req, struct api_reply *reply);
+int agent_service_start(struct daemon_ctx *d);
+void agent_service_stop(struct daemon_ctx *d);
+/* In api/secrets.c: secret set/ls/rm (issue 8). */
+int handle_secret_list(struct api_request *req, struct api_reply *reply);
+int handle_secret_set(struct api_request *req, struct api_reply *reply);
+int handle_secret_delete(struct api_request *req, struct api_reply *reply);
+/* In api/egress.c: egress policy and the egress proxy service ("http-proxy" on the channels). */
+int handle_egress_get(struct api_request *req, struct api_reply *reply);
+int handle_egress_set(struct api_request *req, struct api_reply *reply);
+int proxy_service_start(struct daemon_ctx *d);
+void proxy_service_stop(struct daemon_ctx *d);
+/* In api/trace.c: the audit trail (workspace/audit.h). */
+int handle_trace(struct api_request *req, struct api_reply *reply);

@@ -7,6 +7,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/workspace/home.c \
 	src/libslate/workspace/checkpoint.c \
 	src/libslate/workspace/mac.c src/libslate/workspace/mac.h \
+	src/libslate/workspace/audit.c src/libslate/workspace/audit.h \
 	src/libslate/workspace/crash.c src/libslate/workspace/crash.h
 EXTRA_DIST += doc/workspace.md doc/crash-points.md
 # Tests: the MAC registry on a temporary directory; workspaces on loop-mounted btrfs and XFS

@@ -1,0 +1,2 @@
+# proxy/: see ARCHITECTURE.md
+src_libslate_libslate_la_SOURCES += src/libslate/api/egress.c

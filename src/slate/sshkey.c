@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* slate ssh-key: placeholder until its issue lands. */
+#include <stdlib.h>
+
+#include "slate.h"
+
+int cmd_ssh_key(struct slate_ctx *ctx, int argc, char **argv)
+{
+	(void)ctx;
+	(void)argc;
+	(void)argv;
+	return slate_fail("ssh-key", "not implemented yet");
+}

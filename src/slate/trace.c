@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* slate trace: placeholder until its issue lands. */
+#include <stdlib.h>
+
+#include "slate.h"
+
+int cmd_trace(struct slate_ctx *ctx, int argc, char **argv)
+{
+	(void)ctx;
+	(void)argc;
+	(void)argv;
+	return slate_fail("trace", "not implemented yet");
+}

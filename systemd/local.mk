@@ -1,0 +1,1 @@
+# systemd/: units, tmpfiles.d, sysusers.d (issue 10)
