@@ -338,9 +338,8 @@ int main(int argc, char **argv)
 	r = channels_new(&ctx.channels);
 	if (r < 0)
 		log_error_errno(r, "cannot start the guest channels (exec and shells will fail)");
-	(void)vm_daemon_start(&ctx);
 	/* Vaults and host-held SSH keys need the master key; without it those verbs fail, the
-	 * rest works. */
+	 * rest works. The services register on the channels before any guest connects. */
 	r = install_open(state_fd, NULL, &ctx.install);
 	if (r < 0)
 		log_error_errno(r, "cannot open %s/install (secrets and SSH keys will fail)",
@@ -349,6 +348,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the SSH agent service");
 	if (proxy_service_start(&ctx) < 0)
 		log_error("cannot start the egress proxy service");
+	(void)vm_daemon_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
 	                                 .listen_fd = listen_fd,

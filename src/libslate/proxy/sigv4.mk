@@ -1,0 +1,1 @@
+# proxy/sigv4: SigV4 re-signing (issue 9)
