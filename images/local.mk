@@ -4,10 +4,13 @@ TEST_IMAGE_DIR = $(abs_top_builddir)/images/test/out
 EXTRA_DIST += images/test/build images/test/init images/test/initramfs-init images/test/boot \
 	images/test/demo
 
+# What the integration tests use inside the guest: curl (the egress proxy, issue 8) and the
+# OpenSSH client tools (the SSH agent, issue 7).
+TEST_IMAGE_PACKAGES = curl openssh-client
 # images/test/build does nothing when its recorded inputs (packages, slate-guest, scripts) match.
 test-image: slate-guest$(EXEEXT)
 	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/test/build --out $(TEST_IMAGE_DIR) \
-		--slate-guest $(abs_top_builddir)/slate-guest$(EXEEXT)
+		--slate-guest $(abs_top_builddir)/slate-guest$(EXEEXT) $(TEST_IMAGE_PACKAGES:%=--add-package %)
 
 # The README's main job: a private slated runs `slate run --rm -- uname -a` on the test image (as
 # root: qemu:///system), and the disposable workspace goes again.
