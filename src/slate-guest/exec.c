@@ -293,6 +293,43 @@ static char *str_dup(const struct ex_str *s)
 	return p;
 }
 
+#define PROV_ENV_MAX 128
+
+/*
+ * The environment every session starts with beyond the basics: the egress proxy and the SSH
+ * agent this agent serves, then the NAME=VALUE lines provisioning wrote (placeholders). Fills
+ * out with heap strings; returns how many.
+ */
+static size_t provisioned_env(char **out, size_t max)
+{
+	static const char *const fixed[] = {
+	        "SSH_AUTH_SOCK=/run/slate/ssh-agent.sock", "http_proxy=http://127.0.0.1:3128",
+	        "https_proxy=http://127.0.0.1:3128",       "HTTP_PROXY=http://127.0.0.1:3128",
+	        "HTTPS_PROXY=http://127.0.0.1:3128",       "no_proxy=localhost,127.0.0.1,::1",
+	        "NO_PROXY=localhost,127.0.0.1,::1",
+	};
+	char line[4096];
+	size_t n = 0;
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && n < max; i++)
+		if ((out[n] = strdup(fixed[i])))
+			n++;
+	f = fopen(PROVISION_ENV_FILE, "re");
+	if (!f)
+		return n;
+	while (n < max && fgets(line, sizeof(line), f)) {
+		size_t len = strcspn(line, "\n");
+		line[len] = '\0';
+		if (len == 0 || line[0] == '=' || !strchr(line, '='))
+			continue;
+		if ((out[n] = strdup(line)))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
 /* Sets NAME=value (entry, owned) in env, replacing an entry of the same name. */
 static void env_put(char **env, size_t *n, char *entry)
 {
@@ -428,8 +465,8 @@ static void exec_start(struct exec *e, const uint8_t *payload, size_t len)
 	struct spawn sp = {.slave = -1, .in_r = -1, .out_w = -1, .err_w = -1, .report_fd = -1};
 	struct guest_user u;
 	struct child_report rep = {0, 0};
-	char **argv = NULL, **envp = NULL, *cwd = NULL, *login_argv0 = NULL;
-	size_t n_argv = 0, n_env = 0;
+	char **argv = NULL, **envp = NULL, *cwd = NULL, *login_argv0 = NULL, *prov[PROV_ENV_MAX];
+	size_t n_argv = 0, n_env = 0, n_prov = 0;
 	bool term = false;
 	int report[2] = {-1, -1};
 	pid_t pid;
@@ -449,7 +486,8 @@ static void exec_start(struct exec *e, const uint8_t *payload, size_t len)
 
 	/* argv: the login shell as "-sh", or the arguments. */
 	argv = calloc((size_t)req.n_args + 2, sizeof(*argv));
-	envp = calloc((size_t)req.n_env + 8, sizeof(*envp));
+	n_prov = provisioned_env(prov, sizeof(prov) / sizeof(prov[0]));
+	envp = calloc((size_t)req.n_env + 8 + n_prov, sizeof(*envp));
 	if (!argv || !envp)
 		goto oom;
 	if (req.login) {
@@ -479,6 +517,11 @@ static void exec_start(struct exec *e, const uint8_t *payload, size_t len)
 	for (size_t i = 0; i < n_env; i++)
 		if (!envp[i])
 			goto oom;
+	/* What provisioning set up (the proxy, the agent, placeholders), then the request's. */
+	for (size_t i = 0; i < n_prov; i++) {
+		env_put(envp, &n_env, prov[i]);
+		prov[i] = NULL;
+	}
 	for (uint32_t i = 0; i < req.n_env; i++) {
 		char *entry = str_dup(&req.env[i]);
 		if (!entry)
@@ -574,6 +617,8 @@ out:
 	close_fd(&sp.err_w);
 	strv_free(argv, n_argv);
 	strv_free(envp, n_env);
+	for (size_t i = 0; i < n_prov; i++)
+		free(prov[i]);
 	free(cwd);
 	free(login_argv0);
 }

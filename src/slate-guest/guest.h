@@ -157,3 +157,10 @@ struct guest_user {
 int user_lookup(const char *name, size_t len, uid_t uid, struct guest_user *ret);
 /* The user's groups from /etc/group, the primary one first. Returns how many (<= max). */
 int user_groups(const struct guest_user *u, gid_t *groups, int max);
+
+/* ---- provisioning (provision.c) ---- */
+
+/* slate-guest --provision: reads the host's provisioning request on stdin. Exit status. */
+int provision_main(void);
+/* Where provisioning leaves the environment every session starts with (NAME=VALUE lines). */
+#define PROVISION_ENV_FILE "/run/slate/env"

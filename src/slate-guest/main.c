@@ -125,6 +125,7 @@ static void usage(FILE *f)
 	        "  --agent-socket PATH  forward connections to this unix socket to the host's SSH\n"
 	        "                       agent (default: /run/slate/ssh-agent.sock; none: off)\n"
 	        "  --once               print the ready line and exit instead of staying up\n"
+	        "  --provision          write the host's provisioning request (stdin) and exit\n"
 	        "  --version            print the version and exit\n"
 	        "  --help               print this help and exit\n",
 	        CH_VSOCK_PORT, CH_SERIAL_NAME);
@@ -154,12 +155,21 @@ static void keep_std_fds_open(void)
 
 int main(int argc, char *argv[])
 {
-	enum { OPT_ONCE = 0x100, OPT_VERSION, OPT_HELP, OPT_CHANNEL, OPT_PROXY, OPT_AGENT };
+	enum {
+		OPT_ONCE = 0x100,
+		OPT_VERSION,
+		OPT_HELP,
+		OPT_CHANNEL,
+		OPT_PROXY,
+		OPT_AGENT,
+		OPT_PROVISION
+	};
 	static const struct option options[] = {
 	        {"channel", required_argument, NULL, OPT_CHANNEL},
 	        {"proxy-port", required_argument, NULL, OPT_PROXY},
 	        {"agent-socket", required_argument, NULL, OPT_AGENT},
 	        {"once", no_argument, NULL, OPT_ONCE},
+	        {"provision", no_argument, NULL, OPT_PROVISION},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
 	        {0},
@@ -197,6 +207,8 @@ int main(int argc, char *argv[])
 		case OPT_ONCE:
 			once = true;
 			break;
+		case OPT_PROVISION:
+			return provision_main();
 		case OPT_VERSION:
 			printf("slate-guest %s\n", PACKAGE_VERSION);
 			return fflush(stdout) == EOF ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -105,3 +105,7 @@ int proxy_service_start(struct daemon_ctx *d);
 void proxy_service_stop(struct daemon_ctx *d);
 /* In api/trace.c: the audit trail (workspace/audit.h). */
 int handle_trace(struct api_request *req, struct api_reply *reply);
+/* In api/provision.c: hands the running guest its placeholders (environment, files) and the
+ * egress CA through `slate-guest --provision`. Called after every boot; call it again when the
+ * workspace's secrets change while it runs. */
+int api_vm_provision(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen);

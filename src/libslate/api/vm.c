@@ -582,6 +582,11 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 			                  errbuf);
 	}
 	if (!br.resumed && !br.already_running) {
+		start_progress("provisioning", "placeholders and the egress CA", s);
+		r = api_vm_provision(d, w, errbuf, sizeof(errbuf));
+		if (r < 0)
+			return start_fail(s, API_ERR_FAILED, "start %s: provisioning the guest: %s",
+			                  name, errbuf);
 		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
 		if (r < 0)
 			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
