@@ -66,6 +66,21 @@ static int on_event(struct json_object *ev, void *ud)
 	(void)json_get_bool(ev, "resumed", &resumed);
 	if (!*phase)
 		return 0;
+	/* Postinstall: a line per step, and the output of one that failed. */
+	if (streq(phase, "postinstall") || streq(phase, "postinstall-output")) {
+		const char *detail = "";
+		(void)json_get_string(ev, "detail", &detail);
+		bar_end(b);
+		b->phase[0] = '\0';
+		if (streq(phase, "postinstall"))
+			fprintf(stderr, "postinstall step %lld of %lld: %s\n", (long long)done + 1,
+			        (long long)total, detail);
+		else
+			fprintf(stderr, "--- output of the failed step %s ---\n%s%s--- end of output ---\n",
+			        artifact ? artifact : "", detail,
+			        *detail && detail[strlen(detail) - 1] != '\n' ? "\n" : "");
+		return 0;
+	}
 	(void)snprintf(label, sizeof(label), "%s%s%s", phase, artifact ? " " : "",
 	               artifact ? artifact : "");
 	if (!streq(label, b->phase)) {
@@ -264,8 +279,11 @@ int cmd_catalog(struct slate_ctx *ctx, int argc, char **argv)
 	return slate_usage_error(ctx, "catalog: unknown subcommand '%s' (update, show)", sub);
 }
 
-/* Lists the steps of image id in the accepted catalog; returns how many. */
-static int list_steps(struct api_client *client, const char *id, FILE *f)
+/*
+ * Lists the steps of image id in the accepted catalog that are not applied to the installed
+ * image yet (those need consent); returns how many, and adds their uuids to uuids (may be NULL).
+ */
+static int list_steps(struct api_client *client, const char *id, FILE *f, struct json_object *uuids)
 {
 	_cleanup_json_ struct json_object *cat = NULL;
 	struct json_object *images = NULL, *steps = NULL;
@@ -285,10 +303,16 @@ static int list_steps(struct api_client *client, const char *id, FILE *f)
 		for (size_t k = 0; k < json_object_array_length(steps); k++) {
 			struct json_object *s = json_object_array_get_idx(steps, k);
 			const char *desc = "", *cmd = "", *uuid = "";
+			bool applied = false;
+			(void)json_get_bool(s, "applied", &applied);
+			if (applied)
+				continue;
 			(void)json_get_string(s, "description", &desc);
 			(void)json_get_string(s, "command", &cmd);
 			(void)json_get_string(s, "uuid", &uuid);
-			fprintf(f, "  %zu. %s  [%s]\n       %s\n", k + 1, desc, uuid, cmd);
+			fprintf(f, "  %d. %s  [%s]\n       %s\n", n + 1, desc, uuid, cmd);
+			if (uuids)
+				(void)json_object_array_add(uuids, json_object_new_string(uuid));
 			n++;
 		}
 	}
@@ -304,6 +328,7 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
+	struct json_object *uuids = json_object_new_array();
 	struct bar b = {.ctx = ctx, .tty = isatty(STDERR_FILENO)};
 	struct json_object *pending = NULL;
 	bool yes = false, up_to_date = false;
@@ -311,7 +336,7 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 	struct api_error err;
 	int c, n;
 
-	if (!body)
+	if (!body || !uuids || json_add(body, "accept_postinstall", uuids) < 0)
 		return slate_fail("image pull", "out of memory");
 	optind = 0;
 	opterr = 0;
@@ -328,9 +353,11 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 			fputs("Usage: slate image pull ID [--yes]\n"
 			      "Download image ID from the accepted catalog, verify its size and "
 			      "SHA-256,\n"
-			      "expand it sparsely and install it. Its postinstall steps are listed "
-			      "and\n"
-			      "need your consent (--yes); they are recorded as pending.\n",
+			      "expand it sparsely and install it, then run its postinstall steps "
+			      "in an\n"
+			      "installer VM. Steps not applied before are listed and need your "
+			      "consent\n"
+			      "(asked on a terminal; --yes accepts them).\n",
 			      stdout);
 			return EXIT_SUCCESS;
 		default:
@@ -346,7 +373,7 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 
 	/* Consent to the postinstall steps before anything is downloaded. */
 	if (!yes && !ctx->json) {
-		n = list_steps(client, id, stdout);
+		n = list_steps(client, id, stdout, uuids);
 		if (n > 0) {
 			char answer[16] = "";
 			if (!isatty(STDIN_FILENO))
@@ -362,9 +389,11 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 			    (answer[0] != 'y' && answer[0] != 'Y'))
 				return slate_fail("image pull", "postinstall steps not accepted");
 		}
-	} else if (!yes && ctx->json && list_steps(client, id, stderr) > 0)
+	} else if (!yes && ctx->json && list_steps(client, id, stderr, NULL) > 0)
 		return slate_usage_error(ctx, "image pull: postinstall steps need --yes");
-	(void)json_add_bool(body, "accept_postinstall", true);
+	/* --yes accepts every step; otherwise exactly the ones shown and accepted above. */
+	if (yes)
+		(void)json_add_bool(body, "accept_postinstall", true);
 
 	{
 		char path[128];
@@ -396,12 +425,20 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 			       "sha256 %s\n",
 			       id, (long long)version,
 			       size_format((uint64_t)downloaded, sz, sizeof(sz)), sha);
+		{
+			int64_t applied = 0;
+			(void)json_get_int64(reply, "postinstall_applied", &applied);
+			if (applied > 0)
+				printf("%lld postinstall step%s applied: image %s is now local version "
+				       "%lld (workspaces made from an older version see base drift)\n",
+				       (long long)applied, applied == 1 ? "" : "s", id,
+				       (long long)version);
+		}
 		n = pending ? (int)json_object_array_length(pending) : 0;
 		if (n > 0)
-			printf("%d postinstall step%s recorded as pending (accepted, NOT run): "
-			       "running "
-			       "them needs the installer VM, which arrives with the VM work.\n",
-			       n, n == 1 ? "" : "s");
+			printf("%d postinstall step%s still pending: the catalog changed during the "
+			       "pull; pull again to review %s\n",
+			       n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
 	}
 	return EXIT_SUCCESS;
 }

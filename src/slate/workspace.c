@@ -189,15 +189,17 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 				return r;
 			break;
 		case OPT_GENKEY:
-			return slate_fail("create",
-			                  "--generate-ssh-key: the SSH agent is not in this "
-			                  "version yet");
+			(void)json_add_bool(body, "generate_ssh_key", true);
+			break;
 		case 'h':
 		case OPT_HELP:
 			printf("Usage: slate create NAME [--image ID] [--memory MIB] [--cpus N] "
 			       "[--home-size SIZE]\n"
-			       "                   [--share HOSTDIR[:GUESTDIR][:ro]]...\n"
-			       "Clone the base image into a new workspace; nothing boots.\n");
+			       "                   [--share HOSTDIR[:GUESTDIR][:ro]]... "
+			       "[--generate-ssh-key]\n"
+			       "Clone the base image into a new workspace; nothing boots.\n"
+			       "--generate-ssh-key also makes its SSH key pair (slate ssh-key) "
+			       "and prints\nthe public key.\n");
 			return EXIT_SUCCESS;
 		default:
 			return slate_usage_error(ctx, "create: unknown option '%s'",
@@ -216,9 +218,13 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_print_json(reply), EXIT_SUCCESS;
 	{
 		const char *image = "?", *mac = "?";
+		struct json_object *key;
 		(void)json_get_string(reply, "image", &image);
 		(void)json_get_string(reply, "mac", &mac);
 		printf("created workspace %s from image %s (MAC %s)\n", argv[optind], image, mac);
+		if (json_get_object(reply, "ssh_key", &key) >= 0 &&
+		    json_get_string(key, "public_key", &image) >= 0)
+			printf("%s\n", image);
 	}
 	return EXIT_SUCCESS;
 }
@@ -406,8 +412,26 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 			printf("  %s  %s\n", id, fmt_time(v, tbuf, sizeof(tbuf)));
 		}
 	}
-	if (json_get_array(reply, "secrets", &arr) >= 0)
+	if (json_get_string(reply, "secrets_error", &s) >= 0)
+		printf("secrets:     cannot be read: %s\n", s);
+	else if (json_get_array(reply, "secrets", &arr) >= 0) {
+		/* Names, kinds and hosts; never values (slate secret ls shows placeholders). */
 		printf("secrets:     %zu bound\n", json_object_array_length(arr));
+		for (size_t i = 0; i < json_object_array_length(arr); i++) {
+			struct json_object *sec = json_object_array_get_idx(arr, i), *hs;
+			const char *k = "?", *kind = "?", *scope = "?";
+			(void)json_get_string(sec, "key", &k);
+			(void)json_get_string(sec, "kind", &kind);
+			(void)json_get_string(sec, "scope", &scope);
+			printf("  %s (%s, %s) ->", k, kind, scope);
+			if (json_get_array(sec, "hosts", &hs) >= 0)
+				for (size_t j = 0; j < json_object_array_length(hs); j++) {
+					struct json_object *h = json_object_array_get_idx(hs, j);
+					printf("%s%s", j ? ", " : " ", json_object_get_string(h));
+				}
+			printf("\n");
+		}
+	}
 #undef STR
 	return EXIT_SUCCESS;
 }

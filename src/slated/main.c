@@ -121,18 +121,23 @@ static int apply_config(struct options *o)
 {
 	_cleanup_conf_ struct conf *cf = NULL;
 	const char *path = o->config ? o->config : SLATE_SYSCONF_DIR "/slate.conf";
+	struct conf_error err = {0};
 	const char *v;
-	unsigned line = 0;
 	int r;
 
-	r = conf_load(path, &cf, &line);
-	if (r == -ENOENT && !o->config)
-		return 0;
-	if (r < 0)
-		return log_error_errno(r, "cannot read configuration %s%s%.0u: %s", path,
-		                       line ? ", line " : "", line, slate_strerror(r));
+	/* Unknown keys and bad values are errors, named as compilers do: FILE:LINE: why. */
+	r = conf_load(path, &cf, &err);
+	if (r < 0 && !(r == -ENOENT && !o->config)) {
+		if (err.line > 0)
+			log_error("%s:%u: %s", path, err.line, err.message);
+		else
+			log_error("cannot read configuration %s: %s", path,
+			          err.message[0] ? err.message : slate_strerror(r));
+		return r;
+	}
+	/* Without a file, every setting has its default (the table in util/conf.c). */
 #define FILL(field, key)                                                                           \
-	if (!o->field && (v = conf_get(cf, key)))                                                  \
+	if (!o->field && (v = conf_value(cf, key)))                                                \
 		o->field = strdup(v);
 	FILL(state_dir, "state-dir");
 	FILL(runtime_dir, "runtime-dir");
@@ -292,6 +297,21 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return log_error_errno(r, "cannot lock %s/slated.lock", o.state_dir), EXIT_FAILURE;
 
+	/*
+	 * Socket activation: systemd (or systemd-socket-activate) hands us the listening socket as
+	 * fd 3. Taken before detaching, since LISTEN_PID names this process and not a child. Any
+	 * other set of fds is a broken unit, not a reason to replace its socket with one of ours.
+	 */
+	r = sd_listen_fds(1);
+	if (r > 1 || r < 0 ||
+	    (r == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0)) {
+		log_error("socket activation: expected one listening unix stream socket (%s)",
+		          r < 0 ? slate_strerror(r) : "got something else");
+		return EXIT_FAILURE;
+	}
+	if (r == 1)
+		listen_fd = SD_LISTEN_FDS_START;
+
 	if (!o.foreground) {
 		r = daemonize(&notify_fd);
 		if (r < 0)
@@ -301,6 +321,7 @@ int main(int argc, char **argv)
 	if (virInitialize() < 0)
 		return log_error("cannot initialise libvirt"), EXIT_FAILURE;
 
+	(void)sd_notifyf(0, "STATUS=opening storage in %s", o.state_dir);
 	r = open_storage(&o, state_fd, &ctx);
 	if (r < 0)
 		return EXIT_FAILURE;
@@ -311,11 +332,6 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
-
-	/* Socket activation: systemd hands us the listening socket as fd 3. */
-	if (sd_listen_fds(1) == 1 &&
-	    sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) > 0)
-		listen_fd = SD_LISTEN_FDS_START;
 
 	sock = fs_path_join(o.runtime_dir, "slated.sock");
 	if (!sock)
@@ -348,6 +364,7 @@ int main(int argc, char **argv)
 		log_error("cannot start the SSH agent service");
 	if (proxy_service_start(&ctx) < 0)
 		log_error("cannot start the egress proxy service");
+	(void)sd_notify(0, "STATUS=picking up running workspaces");
 	(void)vm_daemon_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
@@ -366,7 +383,10 @@ int main(int argc, char **argv)
 	}
 	log_info("slated %s serving %s (state %s, libvirt %s)", SLATE_VERSION,
 	         listen_fd >= 0 ? "the socket systemd passed" : sock, o.state_dir, o.libvirt_uri);
-	(void)sd_notifyf(0, "READY=1\nSTATUS=serving %s\nMAINPID=%d", sock, (int)getpid());
+	(void)sd_notifyf(0, "READY=1\nSTATUS=serving %s%s%s\nMAINPID=%d",
+	                 listen_fd >= 0 ? "the socket systemd passed" : sock,
+	                 ctx.storage_error ? "; workspace verbs fail: " : "",
+	                 ctx.storage_error ? ctx.storage_error : "", (int)getpid());
 	if (notify_fd >= 0) {
 		(void)fs_write_all(notify_fd, "", 1);
 		(void)close(notify_fd);
@@ -383,7 +403,8 @@ int main(int argc, char **argv)
 		break;
 	}
 	log_info("signal %d: shutting down", sig);
-	(void)sd_notify(0, "STOPPING=1");
+	/* Domains belong to libvirt: they keep running, and the next start picks them up. */
+	(void)sd_notify(0, "STOPPING=1\nSTATUS=stopping; running workspaces keep running");
 	api_server_stop(TAKE_PTR(server));
 	proxy_service_stop(&ctx);
 	agent_service_stop(&ctx);

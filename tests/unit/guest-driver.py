@@ -427,10 +427,20 @@ def t_environment(h):
           "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "default PATH")
     home = [l for l in h.run(["sh", "-c", 'echo "$HOME"']).out().decode().splitlines()][0]
     check(s.out().decode().splitlines()[1] in (home, "/"), "default CWD is home")
-    # A command sees none of slate-guest's environment.
+    # A command sees none of slate-guest's environment: the basics, the guest-local proxy and
+    # agent, and what provisioning wrote to /run/slate/env (placeholders; none on this host
+    # unless a real guest provisioned it).
     s = h.run(["env"])
     names = sorted(l.split(b"=")[0] for l in s.out().splitlines())
-    check(names == [b"HOME", b"LOGNAME", b"PATH", b"SHELL", b"USER"], "clean env: %r" % names)
+    expected = [b"HOME", b"HTTPS_PROXY", b"HTTP_PROXY", b"LOGNAME", b"NO_PROXY", b"PATH", b"SHELL",
+                b"SSH_AUTH_SOCK", b"USER", b"http_proxy", b"https_proxy", b"no_proxy"]
+    extra = set()
+    if os.path.exists("/run/slate/env"):
+        extra = {l.split(b"=")[0] for l in open("/run/slate/env", "rb").read().splitlines()}
+    check(sorted(set(expected) | extra) == names, "clean env: %r" % names)
+    env = dict(l.split(b"=", 1) for l in s.out().splitlines())
+    check(env[b"SSH_AUTH_SOCK"] == b"/run/slate/ssh-agent.sock" and
+          env[b"https_proxy"] == b"http://127.0.0.1:3128", "proxy and agent env: %r" % env)
     s = h.run(["true"], cwd="/nonexistent-dir")
     check(s.error() and "/nonexistent-dir" in s.error() and s.exit() is None,
           "missing CWD gives ERROR: %r" % s.records)

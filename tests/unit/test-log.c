@@ -341,12 +341,100 @@ static void test_journal_fields(void **state)
 	log_open("test-log", LOG_TARGET_STDERR);
 }
 
+/* Security events: MESSAGE_ID= and the workspace, domain and image fields, each optional. */
+static void test_event_fields(void **state)
+{
+	const char *out;
+
+	log_open("slated", LOG_TARGET_JOURNAL);
+	journal_calls = 0;
+	assert_int_equal(log_event(LOG_WARNING, SLATE_MESSAGE_LEAK_BLOCKED, "dev", "slate-dev",
+	                           "debian-12", "leak blocked: %s", "api.example.org"),
+	                 0);
+	assert_int_equal(journal_calls, 1);
+	assert_non_null(strstr(journal_fields, "MESSAGE=leak blocked: api.example.org\n"));
+	assert_non_null(strstr(journal_fields, "\nMESSAGE_ID=" SLATE_MESSAGE_LEAK_BLOCKED "\n"));
+	assert_non_null(strstr(journal_fields, "\nWORKSPACE=dev\n"));
+	assert_non_null(strstr(journal_fields, "\nDOMAIN=slate-dev\n"));
+	assert_non_null(strstr(journal_fields, "\nIMAGE=debian-12\n"));
+	assert_non_null(strstr(journal_fields, "\nPRIORITY=4\n"));
+	assert_non_null(strstr(journal_fields, "\nCODE_FUNC=test_event_fields\n"));
+	assert_null(strstr(journal_fields, "ERRNO="));
+
+	/* Fields given as NULL are left out; so is a malformed MESSAGE_ID. */
+	log_event(LOG_ERR, SLATE_MESSAGE_CATALOG_REFUSED, NULL, NULL, NULL, "refused");
+	assert_int_equal(journal_calls, 2);
+	assert_non_null(strstr(journal_fields, "\nMESSAGE_ID=" SLATE_MESSAGE_CATALOG_REFUSED "\n"));
+	assert_null(strstr(journal_fields, "WORKSPACE="));
+	assert_null(strstr(journal_fields, "DOMAIN="));
+	assert_null(strstr(journal_fields, "IMAGE="));
+	log_event(LOG_ERR, "not-an-id", "w", NULL, "img", "x");
+	assert_null(strstr(journal_fields, "MESSAGE_ID="));
+	assert_non_null(strstr(journal_fields, "\nIMAGE=img\n"));
+	log_event(LOG_ERR, "9AB7AAA3AA6C403085F813345B9E2362", NULL, NULL, NULL, "upper");
+	assert_null(strstr(journal_fields, "MESSAGE_ID="));
+	log_event(LOG_ERR, NULL, "w", NULL, NULL, "no id");
+	assert_null(strstr(journal_fields, "MESSAGE_ID="));
+	assert_non_null(strstr(journal_fields, "\nWORKSPACE=w\n"));
+
+	/* The three IDs are distinct 128-bit IDs. */
+	assert_int_equal(strlen(SLATE_MESSAGE_LEAK_BLOCKED), 32);
+	assert_int_equal(strlen(SLATE_MESSAGE_WORKSPACE_COMPROMISED), 32);
+	assert_int_equal(strlen(SLATE_MESSAGE_CATALOG_REFUSED), 32);
+	assert_string_not_equal(SLATE_MESSAGE_LEAK_BLOCKED, SLATE_MESSAGE_WORKSPACE_COMPROMISED);
+	assert_string_not_equal(SLATE_MESSAGE_LEAK_BLOCKED, SLATE_MESSAGE_CATALOG_REFUSED);
+	assert_string_not_equal(SLATE_MESSAGE_CATALOG_REFUSED, SLATE_MESSAGE_WORKSPACE_COMPROMISED);
+
+	/* No secret in the message or in a field. */
+	assert_int_equal(log_forbid("sk-live-123", 11), 0);
+	log_event(LOG_WARNING, SLATE_MESSAGE_LEAK_BLOCKED, "ws-sk-live-123", NULL, NULL,
+	          "saw sk-live-123");
+	assert_null(strstr(journal_fields, "sk-live-123"));
+	assert_non_null(strstr(journal_fields, "MESSAGE=saw [redacted]\n"));
+	assert_non_null(strstr(journal_fields, "\nWORKSPACE=ws-[redacted]\n"));
+
+	/* Level filtering applies as to every line. */
+	journal_calls = 0;
+	log_set_max_level(LOG_ERR);
+	log_event(LOG_WARNING, SLATE_MESSAGE_LEAK_BLOCKED, "dev", NULL, NULL, "dropped");
+	assert_int_equal(journal_calls, 0);
+	log_set_max_level(LOG_DEBUG);
+
+	/* journald away (or never there): the message alone, on stderr, still redacted. */
+	journal_result = -ENOENT;
+	capture_begin();
+	log_event(LOG_WARNING, SLATE_MESSAGE_WORKSPACE_COMPROMISED, "dev", "slate-dev", NULL,
+	          "workspace dev compromised: sk-live-123 sent to evil.example");
+	out = capture_end();
+	assert_string_equal(out, "slated: workspace dev compromised: [redacted] sent to "
+	                         "evil.example\n");
+	log_unforbid("sk-live-123", 11);
+
+	/* A process started by hand logs to stderr without asking journald at all. */
+	journal_calls = 0;
+	journal_result = 0;
+	log_open("slated", LOG_TARGET_STDERR);
+	capture_begin();
+	log_event(LOG_NOTICE, SLATE_MESSAGE_CATALOG_REFUSED, NULL, NULL, "img", "catalog refused");
+	out = capture_end();
+	assert_string_equal(out, "slated: catalog refused\n");
+	assert_int_equal(journal_calls, 0);
+	log_open("test-log", LOG_TARGET_STDERR);
+}
+
 /* AUTO picks journald only when stderr is the journal stream or systemd started us. */
 static void test_auto_target(void **state)
 {
+	char sockpath[] = "/tmp/test-log-journal.XXXXXX";
 	struct stat st;
 	char stream[64];
+	int fd;
 
+	/* A stand-in for journald's socket: AUTO only checks that it exists. */
+	fd = mkstemp(sockpath);
+	assert_true(fd >= 0);
+	(void)close(fd);
+	log_set_journal_socket(sockpath);
 	assert_int_equal(unsetenv("JOURNAL_STREAM"), 0);
 	assert_int_equal(unsetenv("INVOCATION_ID"), 0);
 	log_open("t", LOG_TARGET_AUTO);
@@ -373,6 +461,16 @@ static void test_auto_target(void **state)
 	assert_int_equal(setenv("INVOCATION_ID", "0123456789abcdef0123456789abcdef", 1), 0);
 	log_open("t", LOG_TARGET_AUTO);
 	assert_int_equal(log_get_target(), LOG_TARGET_JOURNAL);
+	/* Under systemd, but no journald (sd_journal_sendv would drop every line silently). */
+	assert_int_equal(unlink(sockpath), 0);
+	log_open("t", LOG_TARGET_AUTO);
+	assert_int_equal(log_get_target(), LOG_TARGET_STDERR);
+	capture_begin();
+	journal_calls = 0;
+	log_error("still seen");
+	assert_string_equal(capture_end(), "t: still seen\n");
+	assert_int_equal(journal_calls, 0);
+	log_set_journal_socket(NULL);
 	assert_int_equal(unsetenv("INVOCATION_ID"), 0);
 	assert_int_equal(unsetenv("JOURNAL_STREAM"), 0);
 
@@ -476,6 +574,7 @@ int main(void)
 	        cmocka_unit_test_setup(test_forbid_arguments, setup),
 	        cmocka_unit_test_setup(test_redaction_binary, setup),
 	        cmocka_unit_test_setup(test_journal_fields, setup),
+	        cmocka_unit_test_setup(test_event_fields, setup),
 	        cmocka_unit_test_setup(test_auto_target, setup),
 	        cmocka_unit_test_setup(test_threads, setup),
 	        cmocka_unit_test(test_strerror),

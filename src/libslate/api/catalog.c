@@ -25,7 +25,9 @@ static void pull_config(const struct daemon_ctx *d, struct pull_config *ret)
 	                            .trusted_keys = d->trusted_keys ? d->trusted_keys
 	                                                            : CATALOG_TRUSTED_KEYS_DIR,
 	                            .channel = d->channel ? d->channel : "stable",
-	                            .catalog_url = d->catalog_url};
+	                            .catalog_url = d->catalog_url,
+	                            .state_dir = d->state_dir,
+	                            .libvirt_uri = d->libvirt_uri};
 }
 
 /* The error code a script can test: the catalog's names for its refusals. */
@@ -37,6 +39,12 @@ static const char *error_code(int r)
 		return API_ERR_NOT_FOUND;
 	if (r == -EACCES || r == -EPERM)
 		return API_ERR_PERMISSION;
+	if (r == -EKEYREJECTED)
+		return "certificate_not_trusted"; /* https: the server's certificate did not verify */
+	if (r == PULL_ERR_CONSENT)
+		return "consent_required";
+	if (r == PULL_ERR_POSTINSTALL)
+		return "postinstall_failed";
 	return API_ERR_FAILED;
 }
 
@@ -45,7 +53,9 @@ struct job {
 	struct daemon_ctx *d;
 	char *id;
 	char *from;
-	bool consent;
+	bool consent_all;      /* accept_postinstall: true */
+	char **consent_uuids;  /* accept_postinstall: [uuid, ...] */
+	size_t n_consent_uuids;
 	struct api_stream *stream;
 	struct timespec last;
 	const char *last_phase;
@@ -60,6 +70,9 @@ static void job_free(void *p)
 		return;
 	free(j->id);
 	free(j->from);
+	for (size_t i = 0; i < j->n_consent_uuids; i++)
+		free(j->consent_uuids[i]);
+	free(j->consent_uuids);
 	free(j);
 }
 
@@ -71,7 +84,7 @@ static void on_progress(const struct pull_progress *p, void *ud)
 	bool changed = j->last_phase != p->phase || j->last_artifact != p->artifact;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (!changed && p->done < p->total &&
+	if (!changed && !p->detail && p->done < p->total &&
 	    (now.tv_sec - j->last.tv_sec) * 1000000000L + (now.tv_nsec - j->last.tv_nsec) <
 	            200000000L)
 		return;
@@ -81,6 +94,7 @@ static void on_progress(const struct pull_progress *p, void *ud)
 	o = json_object_new_object();
 	if (!o || json_add_string(o, "phase", p->phase) < 0 ||
 	    (p->artifact && json_add_string(o, "artifact", p->artifact) < 0) ||
+	    (p->detail && json_add_string(o, "detail", p->detail) < 0) ||
 	    json_add_int64(o, "done", (int64_t)p->done) < 0 ||
 	    json_add_int64(o, "total", (int64_t)p->total) < 0 ||
 	    (p->attempt && json_add_int64(o, "attempt", p->attempt) < 0) ||
@@ -127,6 +141,7 @@ static struct json_object *catalog_json(const struct daemon_ctx *d, const struct
 	for (size_t i = 0; i < c->n_images; i++) {
 		const struct catalog_image *im = &c->images[i];
 		struct json_object *e = json_object_new_object(), *steps = json_object_new_array();
+		_cleanup_json_ struct json_object *applied = NULL;
 		struct image_info *info = NULL;
 
 		if (!e || json_object_array_add(images, e) < 0) {
@@ -145,6 +160,9 @@ static struct json_object *catalog_json(const struct daemon_ctx *d, const struct
 		    json_add_string(e, "boot",
 		                    im->boot == CATALOG_BOOT_KERNEL ? "kernel" : "firmware") < 0)
 			return NULL;
+		/* "applied": recorded as applied to the installed image (no consent needed). */
+		if (image_applied_steps(d->storage, im->id, &applied) < 0)
+			return NULL;
 		for (size_t k = 0; k < im->n_steps; k++) {
 			struct json_object *s = json_object_new_object();
 			if (!s || json_object_array_add(steps, s) < 0) {
@@ -154,7 +172,8 @@ static struct json_object *catalog_json(const struct daemon_ctx *d, const struct
 			if (json_add_string(s, "uuid", im->steps[k].uuid) < 0 ||
 			    json_add_int64(s, "seq", im->steps[k].seq) < 0 ||
 			    json_add_string(s, "description", im->steps[k].description) < 0 ||
-			    json_add_string(s, "command", im->steps[k].command) < 0)
+			    json_add_string(s, "command", im->steps[k].command) < 0 ||
+			    json_add_bool(s, "applied", image_step_applied(applied, &im->steps[k])) < 0)
 				return NULL;
 		}
 		if (d->storage && image_store_get(d->storage, im->id, &info) >= 0) {
@@ -201,7 +220,9 @@ static int update_run(struct api_stream *s, void *arg)
 	(void)api_stream_progress(s, NULL);
 	r = catalog_update(&cfg, j->from, &c, &err);
 	if (r < 0) {
-		log_warning("catalog update refused: %s", err.message);
+		/* The checks' refusals (signature, rollback, expiry...) are security events. */
+		log_event(LOG_WARNING, r <= -SLATE_ERR_BASE ? SLATE_MESSAGE_CATALOG_REFUSED : NULL,
+		          NULL, NULL, NULL, "catalog update refused: %s", err.message);
 		return api_stream_error(s, error_code(r),
 		                        err.message[0] ? err.message : slate_strerror(r));
 	}
@@ -258,7 +279,10 @@ static int pull_run(struct api_stream *s, void *arg)
 {
 	struct job *j = arg;
 	_cleanup_catalog_ struct catalog *c = NULL;
-	_cleanup_json_ struct json_object *o = NULL;
+	_cleanup_json_ struct json_object *o = NULL, *applied = NULL;
+	struct pull_consent consent = {.all = j->consent_all,
+	                               .uuids = (const char *const *)j->consent_uuids,
+	                               .n_uuids = j->n_consent_uuids};
 	struct pull_result res = {0};
 	struct catalog_error err = {};
 	struct json_object *steps;
@@ -267,9 +291,10 @@ static int pull_run(struct api_stream *s, void *arg)
 
 	j->stream = s;
 	pull_config(j->d, &cfg);
-	r = image_pull(&cfg, j->id, j->consent, on_progress, j, &res, &err);
+	r = image_pull(&cfg, j->id, &consent, on_progress, j, &res, &err);
 	if (r < 0) {
-		log_warning("pull of image %s refused: %s", j->id, err.message);
+		log_event(LOG_WARNING, r <= -SLATE_ERR_BASE ? SLATE_MESSAGE_CATALOG_REFUSED : NULL,
+		          NULL, NULL, j->id, "pull of image %s refused: %s", j->id, err.message);
 		return api_stream_error(s, error_code(r),
 		                        err.message[0] ? err.message : slate_strerror(r));
 	}
@@ -278,15 +303,21 @@ static int pull_run(struct api_stream *s, void *arg)
 	if (!o || !steps || json_add(o, "postinstall_pending", steps) < 0 ||
 	    json_add_bool(o, "up_to_date", res.up_to_date) < 0 ||
 	    json_add_int64(o, "downloaded", (int64_t)res.downloaded) < 0 ||
-	    json_add_bool(o, "postinstall_run", false) < 0) {
+	    json_add_bool(o, "postinstall_run", res.n_applied > 0) < 0 ||
+	    json_add_int64(o, "postinstall_applied", (int64_t)res.n_applied) < 0) {
 		pull_result_done(&res);
 		return -ENOMEM;
 	}
-	/* The steps as the accepted catalog lists them: recorded pending, not run. */
-	if (catalog_state_load_current(j->d->state_dirfd, &c, NULL) >= 0) {
+	/* Steps of the accepted catalog still not applied to the installed image (none after a
+	 * pull that succeeded, unless the catalog changed meanwhile). */
+	if (catalog_state_load_current(j->d->state_dirfd, &c, NULL) >= 0 &&
+	    image_applied_steps(j->d->storage, j->id, &applied) >= 0) {
 		const struct catalog_image *im = catalog_find_image(c, j->id);
 		for (size_t k = 0; im && k < im->n_steps; k++) {
-			struct json_object *st = json_object_new_object();
+			struct json_object *st;
+			if (image_step_applied(applied, &im->steps[k]))
+				continue;
+			st = json_object_new_object();
 			if (!st || json_object_array_add(steps, st) < 0) {
 				json_object_put(st);
 				break;
@@ -305,7 +336,7 @@ int handle_image_pull(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
 	const char *id = req->params[0];
-	bool consent = false;
+	struct json_object *accept = NULL;
 	struct job *j;
 
 	if (api_need_images(d, reply) < 0)
@@ -316,16 +347,46 @@ int handle_image_pull(struct api_request *req, struct api_reply *reply)
 	/* Installing a base every workspace of the host may use: root's decision. */
 	if (req->caller.uid != 0)
 		return api_reply_error(reply, 403, API_ERR_PERMISSION, "only root may pull images");
+	/* accept_postinstall: true (every step), or the uuids of the steps the user accepted. */
 	if (req->body)
-		(void)json_get_bool(req->body, "accept_postinstall", &consent);
+		(void)json_object_object_get_ex(req->body, "accept_postinstall", &accept);
+	if (accept && !json_object_is_type(accept, json_type_boolean) &&
+	    (!json_object_is_type(accept, json_type_array) ||
+	     json_object_array_length(accept) > CATALOG_MAX_STEPS))
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "accept_postinstall: true, or an array of at most %d step "
+		                       "uuids",
+		                       CATALOG_MAX_STEPS);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	j->d = d;
-	j->consent = consent;
 	if (!(j->id = strdup(id))) {
 		job_free(j);
 		return -ENOMEM;
+	}
+	if (accept && json_object_is_type(accept, json_type_boolean))
+		j->consent_all = json_object_get_boolean(accept);
+	else if (accept) {
+		size_t n = json_object_array_length(accept);
+		j->consent_uuids = calloc(n ? n : 1, sizeof(*j->consent_uuids));
+		for (size_t k = 0; j->consent_uuids && k < n; k++) {
+			struct json_object *u = json_object_array_get_idx(accept, k);
+			if (!json_object_is_type(u, json_type_string) ||
+			    json_object_get_string_len(u) != 36) {
+				job_free(j);
+				return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+				                       "accept_postinstall: step uuids");
+			}
+			j->consent_uuids[k] = strdup(json_object_get_string(u));
+			if (!j->consent_uuids[k])
+				break;
+			j->n_consent_uuids++;
+		}
+		if (j->n_consent_uuids != n) {
+			job_free(j);
+			return -ENOMEM;
+		}
 	}
 	return api_reply_stream(reply, pull_run, j, job_free);
 }

@@ -13,6 +13,11 @@
 
 #include "api/exec.h"
 #include "api/routes.h"
+#include "proxy/ca.h"
+#include "secrets/install.h"
+#include "secrets/provision.h"
+#include "secrets/secrets.h"
+#include "secrets/vault.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -29,14 +34,30 @@
 static int provision_collect(struct daemon_ctx *d, const struct workspace *w, const char *home,
                              struct json_object **ret_view, char **ret_ca, char *err, size_t errlen)
 {
-	(void)d;
-	(void)w;
-	(void)home;
-	(void)err;
-	(void)errlen;
+	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
+	_cleanup_(egress_ca_freep) struct egress_ca *ca = NULL;
+	int r;
+
 	*ret_view = NULL;
 	*ret_ca = NULL;
-	return 0;
+	if (!d->install)
+		return 0; /* no master key: no secrets to show, nothing to intercept with */
+	r = vault_load_set_err(d->install, d->workspaces, d->state_dirfd, w->owner, w->name, true,
+	                       &set, err, errlen);
+	if (r < 0)
+		return r;
+	r = provision_render(set, home, ret_view);
+	if (r < 0) {
+		(void)snprintf(err, errlen, "rendering the placeholders: %s", slate_strerror(r));
+		return r;
+	}
+	r = egress_ca_open(install_dirfd(d->install), &ca);
+	if (r < 0) {
+		(void)snprintf(err, errlen, "the egress CA: %s", slate_strerror(r));
+		return r;
+	}
+	*ret_ca = strdup(egress_ca_pem(ca));
+	return *ret_ca ? 0 : -ENOMEM;
 }
 
 /* No newline may end a line early or smuggle another. */

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "image/store.h"
+#include "secrets/vault.h"
 #include "storage/storage.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -197,8 +199,20 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 			if (json_add(o, "checkpoints", arr) < 0)
 				return NULL;
 		}
-		/* Secrets arrive with the credentials work; never values, only names and hosts. */
-		(void)json_add(o, "secrets", json_object_new_array());
+		/* Secrets bound: names, kinds and hosts, never values (secrets/vault.h). */
+		{
+			struct json_object *sec = NULL;
+			char why[512] = "";
+			if (vault_describe_json(d->install, d->workspaces, d->state_dirfd, w->owner,
+			                        w->name, &sec, why, sizeof(why)) < 0) {
+				(void)json_add_string(o, "secrets_error", why);
+				sec = json_object_new_array();
+			}
+			(void)json_add(o, "secrets", sec);
+		}
+		/* Host-held SSH keys: public lines and fingerprints (agent/keys.h). */
+		(void)json_add(o, "ssh_keys",
+		               agent_keys_describe(storage_workspaces_fd(d->storage), w->name));
 	}
 	return TAKE_PTR(o);
 }
@@ -353,6 +367,9 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 	_cleanup_close_ int lock_fd = -1;
 	struct json_object *arr;
 	const char *name = NULL, *img = NULL;
+	_cleanup_json_ struct json_object *key = NULL;
+	struct json_object *out_json;
+	bool gen_key = false;
 	int64_t v;
 	size_t n_shares = 0;
 	int r;
@@ -398,6 +415,13 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 		if (r < 0)
 			goto out;
 	}
+	(void)json_get_bool(req->body, "generate_ssh_key", &gen_key);
+	if (gen_key && (!d->agent || !d->install)) {
+		r = api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
+		                    "--generate-ssh-key: the SSH agent or the host master key is "
+		                    "unavailable (see slated's log)");
+		goto out;
+	}
 	a.name = name;
 	a.image_id = image;
 	a.shares = shares;
@@ -418,9 +442,22 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 		reply_errno(reply, r, "creating workspace", name);
 		goto out;
 	}
+	/* The key pair goes with the workspace: a workspace asked for with one never exists
+	 * without it. */
+	if (gen_key) {
+		r = agent_generate(d->agent, name, NULL, NULL, &key);
+		if (r < 0) {
+			(void)workspace_delete(d->workspaces, name);
+			reply_errno(reply, r, "generating the SSH key of", name);
+			goto out;
+		}
+	}
 	log_ws(LOG_INFO, name, "created workspace %s from image %s for uid %u", name, image,
 	       (unsigned)req->caller.uid);
-	r = api_reply_json(reply, 201, ws_json(d, w, true, 0));
+	out_json = ws_json(d, w, true, 0);
+	if (out_json && key)
+		(void)json_add(out_json, "ssh_key", TAKE_PTR(key));
+	r = api_reply_json(reply, 201, out_json);
 out:
 	for (size_t i = 0; i < n_shares; i++) {
 		free(shares[i].host_dir);
@@ -456,6 +493,9 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 		                       "%s: cannot ask libvirt (%s) whether '%s' runs: %s", what,
 		                       d->libvirt_uri, name, slate_strerror(r));
 	r = fn(d->workspaces, name);
+	/* wipe-home, wipe and delete took ssh/: the agent drops its copies of the keys too. */
+	if (fn != workspace_reset)
+		agent_forget(d->agent, name);
 	if (r < 0)
 		return reply_errno(reply, r, what, name);
 	log_ws(LOG_INFO, name, "%s: workspace %s (uid %u)", what, name, (unsigned)req->caller.uid);

@@ -86,3 +86,37 @@ tests_unit_test_fuzz_corpus_expand_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-expand\"
 tests_unit_test_fuzz_corpus_expand_LDADD = $(LIBSLATE_LIBS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz-expand
+
+# Postinstall steps: run in seq order on a clone of the base inside a short-lived installer VM
+# (the test image's kernel and initramfs, installer mode), installed only when all succeed.
+src_libslate_libslate_la_SOURCES += \
+	src/libslate/image/postinstall.c src/libslate/image/postinstall.h
+src_libslate_libslate_la_CFLAGS += -DSLATE_BIN_DIR=\"$(bindir)\"
+
+# Postinstall end to end: consent (client and daemon), success (clone installed, version bumped,
+# drift, marker in new workspaces), failure (base unchanged, output shown), on the test image.
+integration_tests += tests/integration/postinstall.sh
+EXTRA_DIST += tests/integration/postinstall.sh
+
+# The installer console parser: transcripts (unit test), its libFuzzer target and the corpus
+# replayed as a unit test.
+unit_tests += tests/unit/test-postinstall
+check_PROGRAMS += tests/unit/test-postinstall
+tests_unit_test_postinstall_SOURCES = tests/unit/test-postinstall.c
+tests_unit_test_postinstall_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_postinstall_LDADD = $(UNIT_LDADD)
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-postinstall-log
+tests_fuzz_fuzz_postinstall_log_SOURCES = tests/fuzz/fuzz-postinstall-log.c
+tests_fuzz_fuzz_postinstall_log_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_postinstall_log_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_postinstall_log_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-postinstall-log
+check_PROGRAMS += tests/unit/test-fuzz-corpus-postinstall-log
+tests_unit_test_fuzz_corpus_postinstall_log_SOURCES = tests/fuzz/replay.c \
+	tests/fuzz/fuzz-postinstall-log.c
+tests_unit_test_fuzz_corpus_postinstall_log_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-postinstall-log\"
+tests_unit_test_fuzz_corpus_postinstall_log_LDADD = $(LIBSLATE_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/fuzz-postinstall-log

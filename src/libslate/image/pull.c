@@ -11,6 +11,7 @@
 
 #include "image/expand.h"
 #include "image/fetch.h"
+#include "image/postinstall.h"
 #include "image/pull.h"
 #include "image/verify.h"
 #include "storage/spawn.h"
@@ -484,8 +485,24 @@ static struct json_object *artifact_json(const struct catalog_artifact *a)
 	return o;
 }
 
+static struct json_object *step_json(const struct catalog_step *st)
+{
+	struct json_object *s = json_object_new_object();
+
+	if (s && (json_add_string(s, "uuid", st->uuid) < 0 || json_add_int64(s, "seq", st->seq) < 0 ||
+	          json_add_string(s, "description", st->description) < 0 ||
+	          json_add_string(s, "command", st->command) < 0)) {
+		json_object_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* catalog.json: where the image came from, and which of its steps are applied (applied, may be
+ * NULL: none) or pending (the catalog's others). */
 static int source_json(const struct catalog *c, const struct catalog_image *img,
-                       const char *disk_sha, bool consent, char **ret)
+                       const char *disk_sha, bool consent, struct json_object *applied,
+                       char **ret)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
 	struct json_object *disk = artifact_json(&img->disk), *pi = json_object_new_object();
@@ -518,19 +535,19 @@ static int source_json(const struct catalog *c, const struct catalog_image *img,
 	     (r = json_add(o, "initrd", artifact_json(&img->initrd))) < 0))
 		return r;
 	if ((r = json_add_bool(pi, "consent", consent)) < 0 ||
-	    (r = json_add(pi, "applied", json_object_new_array())) < 0)
+	    (r = json_add(pi, "applied",
+	                  applied ? json_object_get(applied) : json_object_new_array())) < 0)
 		return r;
 	for (size_t i = 0; i < img->n_steps; i++) {
-		struct json_object *s = json_object_new_object();
+		struct json_object *s;
+
+		if (applied && image_step_applied(applied, &img->steps[i]))
+			continue;
+		s = step_json(&img->steps[i]);
 		if (!s || json_object_array_add(pending, s) < 0) {
 			json_object_put(s);
 			return -ENOMEM;
 		}
-		if ((r = json_add_string(s, "uuid", img->steps[i].uuid)) < 0 ||
-		    (r = json_add_int64(s, "seq", img->steps[i].seq)) < 0 ||
-		    (r = json_add_string(s, "description", img->steps[i].description)) < 0 ||
-		    (r = json_add_string(s, "command", img->steps[i].command)) < 0)
-			return r;
 	}
 	return json_to_string_dup(o, true, ret);
 }
@@ -543,6 +560,154 @@ static int source_load(int image_dirfd, struct json_object **ret)
 	if (r < 0)
 		return r;
 	return json_parse_object((const char *)buf_ptr(b), buf_len(b), IMAGE_SOURCE_MAX, ret);
+}
+
+int image_applied_steps(struct storage *s, const char *id, struct json_object **ret)
+{
+	_cleanup_json_ struct json_object *src = NULL, *out = json_object_new_array();
+	_cleanup_close_ int dfd = -1;
+	struct json_object *pi, *applied;
+
+	if (!out || !ret)
+		return -ENOMEM;
+	if (s && image_store_open_dir(s, id, &dfd) >= 0 && source_load(dfd, &src) >= 0 &&
+	    json_get_object(src, "postinstall", &pi) >= 0 &&
+	    json_get_array(pi, "applied", &applied) >= 0) {
+		for (size_t i = 0; i < json_object_array_length(applied); i++) {
+			struct json_object *e = json_object_array_get_idx(applied, i);
+			const char *uuid, *command;
+
+			/* Only well-formed entries count: anything else is as good as not applied. */
+			if (!json_object_is_type(e, json_type_object) ||
+			    json_get_string(e, "uuid", &uuid) < 0 ||
+			    json_get_string(e, "command", &command) < 0 || strlen(uuid) != 36)
+				continue;
+			if (json_object_array_add(out, json_object_get(e)) < 0)
+				return -ENOMEM;
+		}
+	}
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
+bool image_step_applied(struct json_object *applied, const struct catalog_step *step)
+{
+	for (size_t i = 0; applied && i < json_object_array_length(applied); i++) {
+		struct json_object *e = json_object_array_get_idx(applied, i);
+		const char *uuid = NULL, *command = NULL;
+
+		if (json_get_string(e, "uuid", &uuid) >= 0 &&
+		    json_get_string(e, "command", &command) >= 0 && streq(uuid, step->uuid) &&
+		    streq(command, step->command))
+			return true;
+	}
+	return false;
+}
+
+/* Steps of img that need consent (not applied before) and did not get it. Returns how many;
+ * the first one's description in *ret_first. */
+static size_t unconsented(const struct catalog_image *img, struct json_object *applied,
+                          const struct pull_consent *consent, const struct catalog_step **ret_first)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < img->n_steps; i++) {
+		const struct catalog_step *st = &img->steps[i];
+		bool ok = consent && consent->all;
+
+		if (image_step_applied(applied, st))
+			continue;
+		for (size_t k = 0; !ok && consent && k < consent->n_uuids; k++)
+			ok = consent->uuids[k] && streq(consent->uuids[k], st->uuid);
+		if (ok)
+			continue;
+		if (n++ == 0 && ret_first)
+			*ret_first = st;
+	}
+	return n;
+}
+
+struct pi_relay {
+	pull_progress_fn progress;
+	void *ud;
+};
+
+static void pi_progress(const struct postinstall_progress *p, void *ud)
+{
+	struct pi_relay *rl = ud;
+	struct pull_progress pp = {.done = p->step, .total = p->n_steps};
+
+	if (!rl->progress)
+		return;
+	if (p->output) {
+		pp.phase = "postinstall-output";
+		pp.artifact = p->s ? p->s->uuid : NULL;
+		pp.detail = p->output;
+	} else {
+		pp.phase = "postinstall";
+		pp.artifact = p->s ? p->s->uuid : NULL;
+		pp.detail = p->s ? p->s->description : NULL;
+	}
+	rl->progress(&pp, rl->ud);
+}
+
+/*
+ * Runs the steps of img that applied does not list on installed image id (taken at version) and
+ * records them as applied. *ret_info (replaced) gets the new image.
+ */
+static int run_pending(const struct pull_config *cfg, const struct catalog *cat,
+                       const struct catalog_image *img, const char *raw_sha,
+                       struct json_object *applied, int64_t version, pull_progress_fn progress,
+                       void *ud, struct image_info **ret_info, size_t *ret_n,
+                       struct catalog_error *err)
+{
+	_cleanup_json_ struct json_object *now = json_object_new_array();
+	_cleanup_free_ struct catalog_step *run = NULL;
+	_cleanup_free_ char *json = NULL;
+	struct postinstall_config pcfg = {.storage = cfg->storage,
+	                                  .state_dir = cfg->state_dir,
+	                                  .libvirt_uri = cfg->libvirt_uri};
+	struct postinstall_result pres = {0};
+	struct pi_relay relay = {progress, ud};
+	size_t n = 0;
+	int r;
+
+	if (!now)
+		return -ENOMEM;
+	run = calloc(img->n_steps ? img->n_steps : 1, sizeof(*run));
+	if (!run)
+		return -ENOMEM;
+	/* What was applied stays recorded (it is in the disk); then the steps run now. */
+	for (size_t i = 0; applied && i < json_object_array_length(applied); i++)
+		if (json_object_array_add(now, json_object_get(
+		                                       json_object_array_get_idx(applied, i))) < 0)
+			return -ENOMEM;
+	for (size_t i = 0; i < img->n_steps; i++) {
+		struct json_object *s;
+
+		if (image_step_applied(applied, &img->steps[i]))
+			continue;
+		run[n++] = img->steps[i];
+		s = step_json(&img->steps[i]);
+		if (!s || json_object_array_add(now, s) < 0) {
+			json_object_put(s);
+			return -ENOMEM;
+		}
+	}
+	*ret_n = n;
+	if (n == 0)
+		return 0;
+	r = source_json(cat, img, raw_sha, true, now, &json);
+	if (r < 0)
+		return catalog_error_set(err, r, "recording the image's source: %s",
+		                         slate_strerror(r));
+	r = postinstall_apply(&pcfg, img->id, run, n, json, version, pi_progress, &relay, &pres,
+	                      err);
+	if (r < 0)
+		return r == -ECANCELED ? PULL_ERR_POSTINSTALL : r;
+	image_info_free(*ret_info);
+	*ret_info = TAKE_PTR(pres.info);
+	return 0;
 }
 
 /* ---- pull ------------------------------------------------------------------------------- */
@@ -607,11 +772,27 @@ static int convert_qcow2(struct storage *s, const char *stage, struct catalog_er
 	return 0;
 }
 
-int image_pull(const struct pull_config *cfg, const char *id, bool consent,
+/* The SHA-256 of image id's disk as the catalog made it (before any postinstall step). */
+static void raw_sha_of(const struct pull_config *cfg, const struct image_info *info, char out[65])
+{
+	_cleanup_json_ struct json_object *src = NULL;
+	_cleanup_close_ int dfd = -1;
+	const char *v = NULL;
+
+	(void)snprintf(out, 65, "%s", info->sha256);
+	if (image_store_open_dir(cfg->storage, info->id, &dfd) >= 0 && source_load(dfd, &src) >= 0 &&
+	    json_get_string(src, "rawSha256", &v) >= 0 && strlen(v) == 64)
+		memcpy(out, v, 65);
+}
+
+int image_pull(const struct pull_config *cfg, const char *id, const struct pull_consent *consent,
                pull_progress_fn progress, void *ud, struct pull_result *ret,
                struct catalog_error *err)
 {
+	_cleanup_json_ struct json_object *prev = NULL;
 	_cleanup_catalog_ struct catalog *cat = NULL;
+	const struct catalog_step *first = NULL;
+	size_t missing;
 	_cleanup_free_ char *stage = NULL, *source = NULL, *json = NULL;
 	_cleanup_close_ int stage_fd = -1;
 	const struct catalog_image *img;
@@ -642,11 +823,31 @@ int image_pull(const struct pull_config *cfg, const char *id, bool consent,
 		return catalog_error_set(err, -ENOENT,
 		                         "the catalog (%s version %" PRId64 ") has no image '%s'",
 		                         cat->channel, cat->version, id);
+	/* Consent first: nothing is fetched or run for steps the caller has not accepted. Steps
+	 * applied to the installed image before (same uuid, same command) were accepted then. */
+	r = image_applied_steps(cfg->storage, id, &prev);
+	if (r < 0)
+		return catalog_error_set(err, r, "out of memory");
+	missing = unconsented(img, prev, consent, &first);
+	if (missing > 0)
+		return catalog_error_set(err, PULL_ERR_CONSENT,
+		                         "image %s has %zu postinstall step%s not accepted yet "
+		                         "(the first: \"%s\", %s): review them (slate catalog show) "
+		                         "and accept them (slate image pull %s --yes)",
+		                         id, missing, missing == 1 ? "" : "s", first->description,
+		                         first->uuid, id);
 	if (is_current(cfg, img)) {
 		r = image_store_get(cfg->storage, id, &res.info);
 		if (r >= 0) {
-			res.up_to_date = true;
-			res.n_pending = img->n_steps;
+			/* The disk is the catalog's: only steps not applied to it yet run. */
+			raw_sha_of(cfg, res.info, raw_hex);
+			r = run_pending(cfg, cat, img, raw_hex, prev, res.info->version, progress,
+			                ud, &res.info, &res.n_applied, err);
+			if (r < 0) {
+				pull_result_done(&res);
+				return r;
+			}
+			res.up_to_date = res.n_applied == 0;
 			*ret = res;
 			return 0;
 		}
@@ -733,7 +934,7 @@ int image_pull(const struct pull_config *cfg, const char *id, bool consent,
 		}
 	}
 	if (r >= 0) {
-		r = source_json(cat, img, raw_hex, consent, &json);
+		r = source_json(cat, img, raw_hex, img->n_steps == 0 || consent, NULL, &json);
 		if (r >= 0)
 			r = fs_write_atomic_at(stage_fd, PULL_IMAGE_SOURCE_FILE, json, strlen(json),
 			                       0444);
@@ -759,8 +960,32 @@ int image_pull(const struct pull_config *cfg, const char *id, bool consent,
 		return catalog_error_set(err, r, "installing image %s: %s", id, slate_strerror(r));
 	res.n_pending = img->n_steps;
 	log_info("pulled image %s version %" PRId64 " from catalog %s version %" PRId64
-	         " (%zu postinstall steps pending)",
+	         " (%zu postinstall steps to run)",
 	         id, img->version, cat->channel, cat->version, img->n_steps);
+	/* A catalog refreshed between tries may list steps the caller has not seen. */
+	missing = unconsented(img, NULL, consent, &first);
+	if (missing > 0) {
+		pull_result_done(&res);
+		return catalog_error_set(err, PULL_ERR_CONSENT,
+		                         "the catalog changed during the pull: image %s is "
+		                         "installed, but %zu of its postinstall steps were not "
+		                         "accepted (the first: \"%s\"): pull again to review them",
+		                         id, missing, first->description);
+	}
+	/* A fresh disk: every step runs on it. */
+	r = run_pending(cfg, cat, img, raw_hex, NULL, res.info->version, progress, ud, &res.info,
+	                &res.n_applied, err);
+	if (r < 0) {
+		pull_result_done(&res);
+		if (err && r == PULL_ERR_POSTINSTALL) {
+			size_t len = strlen(err->message);
+			(void)snprintf(err->message + len, sizeof(err->message) - len,
+			               " (the base was downloaded and is installed without its "
+			               "postinstall steps)");
+		}
+		return r;
+	}
+	res.n_pending = 0;
 	*ret = res;
 	return 0;
 }
@@ -865,7 +1090,7 @@ static void verify_one(const struct pull_config *cfg, const struct catalog *cat,
 	}
 	ci = cat ? catalog_find_image(cat, info->id) : NULL;
 	if (ci) {
-		struct json_object *disk;
+		struct json_object *disk, *pi, *applied = NULL;
 		const char *sha = "";
 
 		(void)json_get_object(src, "disk", &disk);
@@ -873,9 +1098,13 @@ static void verify_one(const struct pull_config *cfg, const struct catalog *cat,
 		res->catalog = ci->version == res->image_version && streq(sha, ci->disk.sha256_hex)
 		                       ? "current"
 		                       : "outdated";
-		/* An uncompressed raw disk is its own artifact: the catalog's hash applies too. */
+		/* An uncompressed raw disk is its own artifact: the catalog's hash applies too,
+		 * until postinstall steps changed it (image.json has its hash since). */
+		if (json_get_object(src, "postinstall", &pi) >= 0)
+			(void)json_get_array(pi, "applied", &applied);
 		if (ci->compression == CATALOG_COMPRESSION_NONE && ci->format == CATALOG_DISK_RAW &&
-		    streq(res->catalog, "current") && !streq(ci->disk.sha256_hex, info->sha256)) {
+		    streq(res->catalog, "current") && !streq(ci->disk.sha256_hex, info->sha256) &&
+		    (!applied || json_object_array_length(applied) == 0)) {
 			res->ok = false;
 			(void)snprintf(res->file, sizeof(res->file), "disk.img");
 			memcpy(res->expected, ci->disk.sha256_hex, 65);

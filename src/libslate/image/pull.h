@@ -19,10 +19,14 @@
  * catalog is fetched again between tries, and the transfer resumes where it stopped (Range) when
  * the artifact is unchanged, or starts again when a newer catalog changed it.
  *
- * Postinstall steps are recorded in the image directory's catalog.json as pending (with the
- * consent given or not); running them needs the installer VM, which is not there yet.
+ * Postinstall steps (image/postinstall.h) then run on a clone of the installed base in an
+ * installer VM, and the clone replaces the base (version + 1) only when every one succeeded. A
+ * step needs the caller's consent unless the installed image recorded it (same uuid, same
+ * command) as applied before; without it the pull is refused before anything is downloaded.
+ * The image directory's catalog.json records which steps are applied to its disk.
  */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,6 +36,12 @@
 #define PULL_TRIES 3
 #define PULL_SOURCE_FILE "source.url"         /* in <state>/catalog/ */
 #define PULL_IMAGE_SOURCE_FILE "catalog.json" /* in <images>/<id>/ */
+/* image_pull(): postinstall steps the caller did not consent to (nothing was done). */
+#define PULL_ERR_CONSENT (-ENOKEY)
+/* image_pull(): a postinstall step failed (the installed image is the base without it). */
+#define PULL_ERR_POSTINSTALL (-ECANCELED)
+
+struct json_object;
 
 struct pull_config {
 	struct storage *storage;
@@ -39,11 +49,16 @@ struct pull_config {
 	const char *trusted_keys; /* directory (or file) of trusted *.pub keys */
 	const char *channel;      /* the channel this host follows */
 	const char *catalog_url;  /* the default source, may be NULL */
+	const char *state_dir;    /* for the installer (<state>/installer); may be NULL */
+	const char *libvirt_uri;  /* for the installer VM; NULL: qemu:///system */
 };
 
 struct pull_progress {
-	const char *phase;    /* "catalog", "download", "convert", "install" */
-	const char *artifact; /* "disk", "kernel", "initrd" or NULL */
+	const char *phase;    /* "catalog", "download", "convert", "install", "postinstall",
+	                       * "postinstall-output" */
+	const char *artifact; /* "disk", "kernel", "initrd", a step's uuid, or NULL */
+	const char *detail;   /* postinstall: the step's description; postinstall-output: the
+	                       * failing step's output (or the installer console's end) */
 	uint64_t done, total;
 	unsigned attempt; /* 1..PULL_TRIES */
 	bool resumed;     /* this attempt continues an interrupted transfer */
@@ -62,18 +77,38 @@ int catalog_source_get(int state_dirfd, char **ret);
 struct pull_result {
 	struct image_info *info; /* the installed image */
 	bool up_to_date;         /* it was installed already: nothing was downloaded */
-	size_t n_pending;        /* postinstall steps recorded as pending */
+	size_t n_pending;        /* postinstall steps still pending */
+	size_t n_applied;        /* postinstall steps applied by this pull */
 	uint64_t downloaded;     /* bytes received */
 };
 void pull_result_done(struct pull_result *r);
 
+/* The postinstall steps a caller accepted: every one (--yes), or those with these uuids. */
+struct pull_consent {
+	bool all;
+	const char *const *uuids;
+	size_t n_uuids;
+};
+
 /*
- * Pulls image id from the accepted catalog. consent says whether the user accepted its
- * postinstall steps (recorded with them).
+ * Pulls image id from the accepted catalog and applies its pending postinstall steps. consent
+ * (may be NULL: none) must cover every step not applied before: else PULL_ERR_CONSENT before
+ * anything is done. PULL_ERR_POSTINSTALL when a step failed (err says which; progress has seen
+ * its output): the image is then the base without the steps (a fresh download stays installed,
+ * its steps pending), never a half-applied one.
  */
-int image_pull(const struct pull_config *cfg, const char *id, bool consent,
+int image_pull(const struct pull_config *cfg, const char *id, const struct pull_consent *consent,
                pull_progress_fn progress, void *ud, struct pull_result *ret,
                struct catalog_error *err);
+
+/*
+ * The postinstall steps recorded as applied to installed image id (its catalog.json): a new
+ * JSON array of {"uuid","seq","description","command"}, empty when there are none (or the image
+ * is not installed, or not from a catalog).
+ */
+int image_applied_steps(struct storage *s, const char *id, struct json_object **ret);
+/* Whether step is in such an array with the same uuid and the same command. */
+bool image_step_applied(struct json_object *applied, const struct catalog_step *step);
 
 struct image_verify_result {
 	char id[IMAGE_ID_MAX + 1];

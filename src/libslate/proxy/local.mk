@@ -1,2 +1,52 @@
-# proxy/: see ARCHITECTURE.md
+# proxy/: the egress proxy (doc/egress-proxy.md). sigv4.* is in sigv4.mk.
 src_libslate_libslate_la_SOURCES += src/libslate/api/egress.c
+src_libslate_libslate_la_SOURCES += \
+	src/libslate/proxy/http.c src/libslate/proxy/http.h \
+	src/libslate/proxy/host.c src/libslate/proxy/host.h \
+	src/libslate/proxy/scan.c src/libslate/proxy/scan.h \
+	src/libslate/proxy/policy.c src/libslate/proxy/policy.h \
+	src/libslate/proxy/ca.c src/libslate/proxy/ca.h \
+	src/libslate/proxy/proxy.c src/libslate/proxy/proxy.h
+EXTRA_DIST += doc/egress-proxy.md
+
+# The proxy core outside slated, on a 127.0.0.1 listener: host-side tests and bench/egress-proxy.
+check_PROGRAMS += tests/unit/proxy-listen
+tests_unit_proxy_listen_SOURCES = tests/unit/proxy-listen.c
+tests_unit_proxy_listen_CFLAGS = $(LIBSLATE_CFLAGS)
+tests_unit_proxy_listen_LDADD = $(LIBSLATE_LIBS)
+
+# Unit tests: the parser, hosts and addresses, the scan, the policy, the CA, the core.
+unit_tests += tests/unit/test-http tests/unit/test-host tests/unit/test-proxy
+check_PROGRAMS += tests/unit/test-http tests/unit/test-host tests/unit/test-proxy
+tests_unit_test_http_SOURCES = tests/unit/test-http.c
+tests_unit_test_http_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_http_LDADD = $(UNIT_LDADD)
+tests_unit_test_host_SOURCES = tests/unit/test-host.c
+tests_unit_test_host_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_host_LDADD = $(UNIT_LDADD)
+tests_unit_test_proxy_SOURCES = tests/unit/test-proxy.c
+tests_unit_test_proxy_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_proxy_LDADD = $(UNIT_LDADD)
+
+# The request parser, fuzzed (heads whole and in pieces, chunked bodies); its corpus replayed.
+EXTRA_DIST += tests/fuzz/corpus/fuzz-http
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-http
+tests_fuzz_fuzz_http_SOURCES = tests/fuzz/fuzz-http.c \
+	src/libslate/proxy/http.c src/libslate/util/buf.c src/libslate/util/error.c
+tests_fuzz_fuzz_http_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_http_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_http_LDADD = $(SODIUM_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-http
+check_PROGRAMS += tests/unit/test-fuzz-corpus-http
+tests_unit_test_fuzz_corpus_http_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-http.c
+tests_unit_test_fuzz_corpus_http_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-http\"
+tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
+
+# End to end with real peers (curl, Python's http.server over ssl, a raw TCP server): host side
+# through tests/unit/proxy-listen, and inside a test VM through a private slated.
+integration_tests += tests/integration/proxy.sh
+EXTRA_DIST += tests/integration/proxy-peer.py tests/integration/proxy-raw.py
+integration_tests += tests/integration/proxy-vm.sh

@@ -32,6 +32,7 @@ struct secret_value {
 	char *name;
 	char *placeholder; /* what the guest sees; not secret */
 	struct buf *real;  /* the real value: a secure buffer, never logged or returned */
+	bool forbidden;    /* real is registered with log_forbid() (secret_set_free undoes it) */
 };
 
 struct secret {
@@ -42,7 +43,7 @@ struct secret {
 	 * secret matches a host that equals one of these or ends in "." + one of these. */
 	char **hosts;
 	size_t n_hosts;
-	char *env;  /* environment variable the guest sees the placeholder in, or NULL */
+	char *env; /* environment variable the guest sees the placeholder in, or NULL */
 	char *file; /* guest file the placeholder is written to (e.g. "~/.git-credentials"), or NULL */
 	struct secret_value *values;
 	size_t n_values;
@@ -56,5 +57,77 @@ struct secret_set {
 void secret_set_free(struct secret_set *s); /* wipes every real value; NULL is fine */
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct secret_set *, secret_set_free);
 
+/* "generic", "anthropic", ...; NULL for an unknown kind. */
 const char *secret_kind_name(enum secret_kind k);
+/* Returns 0, or -EINVAL for a name that is not a kind. */
 int secret_kind_from_string(const char *s, enum secret_kind *ret);
+
+/* ---- building secrets (secrets/secret.c) ---- */
+
+#define SECRET_KEY_MAX 64            /* [A-Za-z0-9_.-], not starting with '.' or '-' */
+#define SECRET_ENV_MAX 128           /* [A-Za-z_][A-Za-z0-9_]* */
+#define SECRET_FILE_MAX 255          /* "~/..." or an absolute guest path */
+#define SECRET_VALUE_MIN 8           /* shorter values are refused (too easy to find anywhere) */
+#define SECRET_VALUE_MAX 16384       /* bytes of one real value */
+#define SECRET_HOSTS_MAX 32          /* hosts one secret may be bound to */
+#define SECRET_SET_MAX 64            /* secrets in one vault (log_forbid holds 256 values) */
+#define SECRET_DEFAULT_AWS_ENV "AWS" /* AWS: the prefix of the _ACCESS_KEY_ID... variables */
+
+/* What the user asks to store. value is what came on stdin (one trailing newline already
+ * stripped); for SECRET_KIND_AWS it is "ACCESS_KEY_ID SECRET_ACCESS_KEY [SESSION_TOKEN]",
+ * separated by white space. env NULL and file NULL: env defaults to key (to "AWS" for aws). */
+struct secret_spec {
+	const char *key;
+	enum secret_kind kind;
+	const char *const *hosts; /* as typed; normalised here */
+	size_t n_hosts;
+	const char *env;
+	const char *file;
+	const void *value;
+	size_t value_len;
+	bool global;
+};
+
+/*
+ * Validates spec and builds the secret: hosts normalised (secrets/hosts.h), the value split by
+ * kind, copied into secure buffers, registered with log_forbid(), and each placeholder derived
+ * from salt (INSTALL_SALT_LEN bytes; secrets/placeholder.h). On failure err (when non-NULL)
+ * says what is wrong without ever quoting the value. Returns 0 or a negative error (-EINVAL for
+ * a refused spec).
+ */
+int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct secret **ret,
+               char *err, size_t errlen);
+/* For the vault parser: a secret from its stored parts (hosts must be normalised already,
+ * names and reals n_values long); salt NULL derives no placeholders. */
+int secret_from_parts(const char *key, enum secret_kind kind, const char *const *hosts,
+                      size_t n_hosts, const char *env, const char *file, bool global,
+                      const char *const *names, const struct buf *const *reals, size_t n_values,
+                      const unsigned char *salt, struct secret **ret, char *err, size_t errlen);
+/* Frees what s holds (wiping and unforbidding the real values) and s itself; NULL is fine. */
+void secret_free(struct secret *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct secret *, secret_free);
+/* Frees what s holds but not s (an element of a secret_set). */
+void secret_clear(struct secret *s);
+
+/* Returns a new empty set, or NULL. */
+struct secret_set *secret_set_new(void);
+/* Index of the secret named key, or -ENOENT. */
+int secret_set_find(const struct secret_set *s, const char *key);
+/* Moves *sec into s (replacing a secret of the same key; *ret_replaced says so) and frees the
+ * emptied shell. Returns 0 or -ENOMEM/-E2BIG (sec untouched then). */
+int secret_set_put(struct secret_set *s, struct secret *sec, bool *ret_replaced);
+/* Removes the secret named key. Returns 0 or -ENOENT. */
+int secret_set_remove(struct secret_set *s, const char *key);
+/* The effective set of a workspace: every secret of global, then those of ws, a workspace
+ * secret replacing a global one of the same key. Both inputs are consumed (freed), also on
+ * failure; either may be NULL. */
+int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct secret_set **ret);
+/* The secret (never its real values) as JSON: key, kind, scope ("global"/"workspace"), hosts,
+ * env, file and, when with_placeholders, {"placeholders": {name: placeholder}}. */
+struct json_object;
+int secret_to_json(const struct secret *s, bool with_placeholders, struct json_object **ret);
+
+/* Checks for the names a secret carries; each returns 0 or -EINVAL. */
+int secret_key_check(const char *key);
+int secret_env_check(const char *env);
+int secret_file_check(const char *file);

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 /* We send CODE_FILE= and friends of our caller; without this sd-journal.h adds log.c's own. */
 #define SD_JOURNAL_SUPPRESS_LOCATION 1
 #include <systemd/sd-journal.h>
@@ -40,6 +41,8 @@ static enum log_target log_target = LOG_TARGET_STDERR;
 static struct forbidden forbidden[LOG_FORBID_MAX];
 static size_t n_forbidden;
 static int log_max_level = LOG_INFO;
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
+static const char *journal_socket = JOURNAL_SOCKET;
 
 static bool journal_stream_is_stderr(void)
 {
@@ -55,18 +58,38 @@ static bool journal_stream_is_stderr(void)
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
+/*
+ * sd_journal_sendv() returns success when journald's socket does not exist (it "fails silently
+ * if the journal is not available"), so AUTO must look for it first: a process that systemd
+ * did not start but that inherited INVOCATION_ID, or one in a container without journald,
+ * would otherwise log nowhere.
+ */
+static bool journal_available(void)
+{
+	return access(journal_socket, F_OK) == 0;
+}
+
 static enum log_target resolve_target(enum log_target target)
 {
 	const char *inv;
 
 	if (target == LOG_TARGET_STDERR || target == LOG_TARGET_JOURNAL)
 		return target;
+	if (!journal_available())
+		return LOG_TARGET_STDERR;
 	if (journal_stream_is_stderr())
 		return LOG_TARGET_JOURNAL;
 	inv = getenv("INVOCATION_ID");
 	if (inv && *inv)
 		return LOG_TARGET_JOURNAL;
 	return LOG_TARGET_STDERR;
+}
+
+void log_set_journal_socket(const char *path)
+{
+	(void)pthread_mutex_lock(&log_lock);
+	journal_socket = path ? path : JOURNAL_SOCKET;
+	(void)pthread_mutex_unlock(&log_lock);
 }
 
 /* Called with log_lock held. */
@@ -273,13 +296,49 @@ static char *redact_locked(const char *msg, size_t len)
 	return out;
 }
 
-/* Called with log_lock held. Returns 0 when journald took the message. */
-static int write_journal(int level, int error, const char *workspace, const char *file, int line,
-                         const char *func, const char *msg)
+/* The optional journald fields of a line; NULL members are left out. */
+struct log_fields {
+	const char *message_id;
+	const char *workspace;
+	const char *domain;
+	const char *image;
+};
+
+static bool id128_ok(const char *s)
 {
-	_cleanup_free_ char *m = NULL, *f = NULL, *fn = NULL, *ws = NULL;
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	return n == 32;
+}
+
+/* Called with log_lock held. Adds "NAME=value" (value redacted) as iov[*n]. */
+static int add_field(struct iovec *iov, size_t *n, char **store, const char *name,
+                     const char *value)
+{
+	_cleanup_free_ char *v = NULL;
+
+	if (!value)
+		return 0;
+	v = redact_locked(value, strlen(value));
+	if (!v || asprintf(store, "%s=%s", name, v) < 0) {
+		*store = NULL;
+		return -ENOMEM;
+	}
+	iov[(*n)++] = (struct iovec){*store, strlen(*store)};
+	return 0;
+}
+
+/* Called with log_lock held. Returns 0 when journald took the message. */
+static int write_journal(int level, int error, const struct log_fields *fields, const char *file,
+                         int line, const char *func, const char *msg)
+{
+	_cleanup_free_ char *m = NULL, *f = NULL, *fn = NULL, *ws = NULL, *dom = NULL, *img = NULL;
 	char prio[32], ln[32], id[sizeof("SYSLOG_IDENTIFIER=") + LOG_IDENT_MAX], errbuf[32];
-	struct iovec iov[8];
+	char mid[sizeof("MESSAGE_ID=") + 32];
+	struct iovec iov[12];
 	size_t n = 0;
 
 	if (error != 0) {
@@ -312,11 +371,15 @@ static int write_journal(int level, int error, const char *workspace, const char
 		(void)snprintf(errbuf, sizeof(errbuf), "ERRNO=%i", -error);
 		iov[n++] = (struct iovec){errbuf, strlen(errbuf)};
 	}
-	if (workspace) {
-		if (asprintf(&ws, "WORKSPACE=%s", workspace) < 0)
-			return -ENOMEM;
-		iov[n++] = (struct iovec){ws, strlen(ws)};
+	/* A malformed ID would only confuse journalctl's catalog: leave it out. */
+	if (fields->message_id && id128_ok(fields->message_id)) {
+		(void)snprintf(mid, sizeof(mid), "MESSAGE_ID=%s", fields->message_id);
+		iov[n++] = (struct iovec){mid, strlen(mid)};
 	}
+	if (add_field(iov, &n, &ws, "WORKSPACE", fields->workspace) < 0 ||
+	    add_field(iov, &n, &dom, "DOMAIN", fields->domain) < 0 ||
+	    add_field(iov, &n, &img, "IMAGE", fields->image) < 0)
+		return -ENOMEM;
 	return sd_journal_sendv(iov, (int)n);
 }
 
@@ -335,12 +398,11 @@ static void write_stderr(int error, const char *msg)
 	(void)fs_write_all(STDERR_FILENO, line, (size_t)n);
 }
 
-int log_internal(int level, int error, const char *workspace, const char *file, int line,
-                 const char *func, const char *fmt, ...)
+static int log_vinternal(int level, int error, const struct log_fields *fields, const char *file,
+                         int line, const char *func, const char *fmt, va_list ap)
 {
 	_cleanup_free_ char *raw = NULL, *msg = NULL;
 	int saved_errno = errno, n;
-	va_list ap;
 
 	/* -abs() without the overflow at INT_MIN; slate_err codes are already negative. */
 	if (error > 0)
@@ -348,9 +410,7 @@ int log_internal(int level, int error, const char *workspace, const char *file, 
 	if ((level & LOG_PRIMASK) > log_get_max_level())
 		return error;
 
-	va_start(ap, fmt);
 	n = vasprintf(&raw, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		raw = NULL; /* its contents are undefined on failure */
 
@@ -369,10 +429,38 @@ int log_internal(int level, int error, const char *workspace, const char *file, 
 			goto out;
 	}
 	if (log_target != LOG_TARGET_JOURNAL ||
-	    write_journal(level & LOG_PRIMASK, error, workspace, file, line, func, msg) < 0)
+	    write_journal(level & LOG_PRIMASK, error, fields, file, line, func, msg) < 0)
 		write_stderr(error, msg);
 out:
 	(void)pthread_mutex_unlock(&log_lock);
 	errno = saved_errno;
 	return error;
+}
+
+int log_internal(int level, int error, const char *workspace, const char *file, int line,
+                 const char *func, const char *fmt, ...)
+{
+	const struct log_fields fields = {.workspace = workspace};
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = log_vinternal(level, error, &fields, file, line, func, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int log_event_internal(int level, const char *message_id, const char *workspace, const char *domain,
+                       const char *image, const char *file, int line, const char *func,
+                       const char *fmt, ...)
+{
+	const struct log_fields fields = {
+	        .message_id = message_id, .workspace = workspace, .domain = domain, .image = image};
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = log_vinternal(level, 0, &fields, file, line, func, fmt, ap);
+	va_end(ap);
+	return r;
 }

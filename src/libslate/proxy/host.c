@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Host normalisation and binding, address classes (see host.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <idn2.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/host.h"
+#include "util/macro.h"
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* Checks an ASCII, lower-case name: labels of 1-63 bytes of [a-z0-9-_], at most HOST_MAX. */
+static int check_name(const char *s)
+{
+	size_t n = strlen(s), label = 0;
+
+	if (n == 0 || n > HOST_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '.') {
+			if (label == 0)
+				return -EINVAL;
+			label = 0;
+			continue;
+		}
+		if (!name_char(s[i]) || ++label > 63)
+			return -EINVAL;
+	}
+	return label == 0 ? -EINVAL : 0;
+}
+
+/* True when every label is numeric-looking the way inet_aton() reads it: then resolvers would
+ * take the name for an IPv4 address. */
+static bool looks_numeric(const char *s)
+{
+	struct in_addr a;
+	const char *last = strrchr(s, '.');
+
+	if (inet_aton(s, &a) != 0)
+		return true;
+	/* The last label alone decides for WHATWG URL parsers ("1.2.3.0x4", "x.0x7f"). */
+	last = last ? last + 1 : s;
+	if (*last == '\0')
+		return false;
+	if (last[0] == '0' && (last[1] == 'x' || last[1] == 'X'))
+		return strspn(last + 2, "0123456789abcdefABCDEF") == strlen(last + 2);
+	return strspn(last, "0123456789") == strlen(last);
+}
+
+int host_normalize_n(const char *in, size_t n, char *out, size_t len)
+{
+	char tmp[HOST_BUF + 2];
+	struct in6_addr a6;
+	struct in_addr a4;
+	bool ascii = true;
+
+	if (len < HOST_BUF || n == 0 || n > HOST_MAX + 3)
+		return -EINVAL;
+	if (memchr(in, '\0', n))
+		return -EINVAL;
+	/* "[v6]" */
+	if (in[0] == '[') {
+		if (n < 3 || in[n - 1] != ']')
+			return -EINVAL;
+		memcpy(tmp, in + 1, n - 2);
+		tmp[n - 2] = '\0';
+		if (inet_pton(AF_INET6, tmp, &a6) != 1)
+			return -EINVAL;
+		if (!inet_ntop(AF_INET6, &a6, out, (socklen_t)len))
+			return -EINVAL;
+		return HOST_IPV6;
+	}
+	if (n > HOST_MAX + 1)
+		return -EINVAL;
+	memcpy(tmp, in, n);
+	tmp[n] = '\0';
+	if (inet_pton(AF_INET6, tmp, &a6) == 1) {
+		if (!inet_ntop(AF_INET6, &a6, out, (socklen_t)len))
+			return -EINVAL;
+		return HOST_IPV6;
+	}
+	/* One trailing dot stripped ("example.com." is example.com), not two. */
+	if (n > 1 && tmp[n - 1] == '.')
+		tmp[--n] = '\0';
+	if (inet_pton(AF_INET, tmp, &a4) == 1) {
+		if (!inet_ntop(AF_INET, &a4, out, (socklen_t)len))
+			return -EINVAL;
+		return HOST_IPV4;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)tmp[i] >= 0x80)
+			ascii = false;
+		else if (tmp[i] >= 'A' && tmp[i] <= 'Z')
+			tmp[i] = (char)(tmp[i] - 'A' + 'a');
+	}
+	if (!ascii || strstr(tmp, "xn--")) {
+		/* U-labels become A-labels; A-labels are checked to be valid ones. */
+		char *alabel = NULL;
+		int r = idn2_lookup_u8((const uint8_t *)tmp, (uint8_t **)&alabel,
+		                       IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
+		if (r != IDN2_OK)
+			return -EINVAL;
+		if (strlen(alabel) > HOST_MAX) {
+			idn2_free(alabel);
+			return -EINVAL;
+		}
+		for (char *q = alabel; *q; q++)
+			if (*q >= 'A' && *q <= 'Z')
+				*q = (char)(*q - 'A' + 'a');
+		(void)snprintf(tmp, sizeof(tmp), "%s", alabel);
+		idn2_free(alabel);
+	}
+	if (check_name(tmp) < 0 || looks_numeric(tmp))
+		return -EINVAL;
+	(void)snprintf(out, len, "%s", tmp);
+	return HOST_NAME;
+}
+
+int host_normalize(const char *in, char *out, size_t len)
+{
+	return host_normalize_n(in, strlen(in), out, len);
+}
+
+bool host_is_ip(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+}
+
+bool host_matches(const char *host, const char *pattern)
+{
+	size_t hl = strlen(host), pl = strlen(pattern);
+
+	if (pl == 0 || hl == 0)
+		return false;
+	if (host_is_ip(host) || host_is_ip(pattern))
+		return strcmp(host, pattern) == 0;
+	if (hl == pl)
+		return strcmp(host, pattern) == 0;
+	return hl > pl && host[hl - pl - 1] == '.' && strcmp(host + hl - pl, pattern) == 0;
+}
+
+int host_split_authority(const char *authority, size_t n, uint16_t default_port, char *host,
+                         size_t hostlen, uint16_t *ret_port)
+{
+	const char *colon = NULL;
+	size_t host_n = n;
+	unsigned long port = default_port;
+
+	if (n == 0)
+		return -EINVAL;
+	if (authority[0] == '[') {
+		const char *close = memchr(authority, ']', n);
+		if (!close)
+			return -EINVAL;
+		host_n = (size_t)(close - authority) + 1;
+		if (host_n < n) {
+			if (authority[host_n] != ':')
+				return -EINVAL;
+			colon = authority + host_n;
+		}
+	} else {
+		/* More than one colon without brackets: no valid authority. */
+		colon = memchr(authority, ':', n);
+		if (colon) {
+			if (memchr(colon + 1, ':', n - (size_t)(colon - authority) - 1))
+				return -EINVAL;
+			host_n = (size_t)(colon - authority);
+		}
+	}
+	if (colon) {
+		const char *p = colon + 1, *end = authority + n;
+		if (p == end || end - p > 5)
+			return -EINVAL;
+		port = 0;
+		for (; p < end; p++) {
+			if (*p < '0' || *p > '9')
+				return -EINVAL;
+			port = port * 10 + (unsigned long)(*p - '0');
+		}
+	}
+	if (port == 0 || port > 65535)
+		return -EINVAL;
+	{
+		int kind = host_normalize_n(authority, host_n, host, hostlen);
+		if (kind < 0)
+			return kind;
+		*ret_port = (uint16_t)port;
+		return kind;
+	}
+}
+
+void host_format_authority(const char *host, uint16_t port, char *out, size_t len)
+{
+	if (strchr(host, ':'))
+		(void)snprintf(out, len, "[%s]:%u", host, (unsigned)port);
+	else
+		(void)snprintf(out, len, "%s:%u", host, (unsigned)port);
+}
+
+const char *addr_class_name(enum addr_class c)
+{
+	static const char *const names[] = {
+	        [ADDR_PUBLIC] = "public",         [ADDR_LOOPBACK] = "loopback",
+	        [ADDR_PRIVATE] = "private",       [ADDR_LINK_LOCAL] = "link-local",
+	        [ADDR_HOST_LOCAL] = "host-local", [ADDR_METADATA] = "cloud metadata",
+	        [ADDR_MULTICAST] = "multicast",   [ADDR_RESERVED] = "reserved",
+	};
+	return (size_t)c < ELEMENTSOF(names) ? names[c] : "reserved";
+}
+
+static bool in4(uint32_t a, uint32_t net, unsigned prefix)
+{
+	uint32_t mask = prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
+	return (a & mask) == (net & mask);
+}
+
+#define IP4(a, b, c, d) (((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) | ((uint32_t)(c) << 8) | (d))
+
+static enum addr_class classify4(uint32_t a)
+{
+	if (a == IP4(169, 254, 169, 254) || a == IP4(169, 254, 170, 2) ||
+	    a == IP4(100, 100, 100, 200) || a == IP4(192, 0, 0, 192))
+		return ADDR_METADATA;
+	if (in4(a, IP4(0, 0, 0, 0), 8))
+		return ADDR_HOST_LOCAL;
+	if (in4(a, IP4(127, 0, 0, 0), 8))
+		return ADDR_LOOPBACK;
+	if (in4(a, IP4(10, 0, 0, 0), 8) || in4(a, IP4(172, 16, 0, 0), 12) ||
+	    in4(a, IP4(192, 168, 0, 0), 16) || in4(a, IP4(100, 64, 0, 0), 10))
+		return ADDR_PRIVATE;
+	if (in4(a, IP4(169, 254, 0, 0), 16))
+		return ADDR_LINK_LOCAL;
+	if (in4(a, IP4(224, 0, 0, 0), 4))
+		return ADDR_MULTICAST;
+	if (in4(a, IP4(240, 0, 0, 0), 4) || in4(a, IP4(192, 0, 0, 0), 24) ||
+	    in4(a, IP4(192, 0, 2, 0), 24) || in4(a, IP4(198, 51, 100, 0), 24) ||
+	    in4(a, IP4(203, 0, 113, 0), 24) || in4(a, IP4(198, 18, 0, 0), 15))
+		return ADDR_RESERVED;
+	return ADDR_PUBLIC;
+}
+
+static uint32_t get4(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static bool prefix6(const uint8_t *a, const uint8_t *net, unsigned bits)
+{
+	size_t bytes = bits / 8;
+	unsigned rest = bits % 8;
+
+	if (memcmp(a, net, bytes) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return ((a[bytes] ^ net[bytes]) & (uint8_t)(0xff << (8 - rest))) == 0;
+}
+
+static enum addr_class classify6(const uint8_t *a)
+{
+	static const uint8_t zero[16] = {0};
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t six2four[2] = {0x20, 0x02};
+	static const uint8_t ec2[16] = {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54};
+	static const uint8_t doc[4] = {0x20, 0x01, 0x0d, 0xb8};
+	static const uint8_t discard[8] = {0x01, 0x00};
+	uint8_t loop[16] = {[15] = 1};
+
+	if (memcmp(a, zero, 16) == 0)
+		return ADDR_HOST_LOCAL;
+	if (memcmp(a, loop, 16) == 0)
+		return ADDR_LOOPBACK;
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return classify4(get4(a + 12));
+	if (memcmp(a, six2four, 2) == 0)
+		return classify4(get4(a + 2));
+	if (memcmp(a, ec2, 16) == 0)
+		return ADDR_METADATA;
+	if (memcmp(a, zero, 12) == 0) /* IPv4-compatible (deprecated) */
+		return ADDR_RESERVED;
+	if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0))
+		return ADDR_PRIVATE; /* ULA, site-local */
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return ADDR_LINK_LOCAL;
+	if (a[0] == 0xff)
+		return ADDR_MULTICAST;
+	if (prefix6(a, doc, 32) || prefix6(a, discard, 64))
+		return ADDR_RESERVED;
+	return ADDR_PUBLIC;
+}
+
+enum addr_class addr_classify(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return classify4(ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr));
+	if (sa->sa_family == AF_INET6)
+		return classify6(((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr);
+	return ADDR_RESERVED;
+}
+
+int ip_net_parse(const char *s, struct ip_net *ret)
+{
+	char tmp[INET6_ADDRSTRLEN + 8];
+	const char *slash = strchr(s, '/');
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+	struct ip_net net = {0};
+	unsigned long prefix;
+	char *end;
+
+	if (n == 0 || n >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, s, n);
+	tmp[n] = '\0';
+	if (tmp[0] == '[' && n > 2 && tmp[n - 1] == ']') {
+		memmove(tmp, tmp + 1, n - 2);
+		tmp[n - 2] = '\0';
+	}
+	if (inet_pton(AF_INET, tmp, net.addr) == 1) {
+		net.family = AF_INET;
+		prefix = 32;
+	} else if (inet_pton(AF_INET6, tmp, net.addr) == 1) {
+		net.family = AF_INET6;
+		prefix = 128;
+	} else
+		return -EINVAL;
+	if (slash) {
+		unsigned long max = prefix;
+		if (!slash[1] || slash[1] < '0' || slash[1] > '9')
+			return -EINVAL;
+		errno = 0;
+		prefix = strtoul(slash + 1, &end, 10);
+		if (errno || *end || prefix > max)
+			return -EINVAL;
+	}
+	net.prefix = (unsigned)prefix;
+	/* Host bits set ("10.1.2.3/8") are a typo more often than a wish: refused. */
+	{
+		size_t bytes = net.family == AF_INET ? 4 : 16;
+		for (size_t i = 0; i < bytes; i++) {
+			unsigned bit0 = (unsigned)i * 8;
+			uint8_t keep = bit0 >= net.prefix       ? 0
+			               : bit0 + 8 <= net.prefix ? 0xff
+			                                        : (uint8_t)(0xff << (8 - (net.prefix - bit0)));
+			if (net.addr[i] & (uint8_t)~keep)
+				return -EINVAL;
+		}
+	}
+	*ret = net;
+	return 0;
+}
+
+void ip_net_format(const struct ip_net *n, char *out, size_t len)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (!inet_ntop(n->family, n->addr, a, sizeof(a)))
+		(void)snprintf(a, sizeof(a), "?");
+	if (n->prefix == (n->family == AF_INET ? 32u : 128u))
+		(void)snprintf(out, len, "%s", a);
+	else
+		(void)snprintf(out, len, "%s/%u", a, n->prefix);
+}
+
+bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	uint8_t a[16];
+	int family;
+
+	if (sa->sa_family == AF_INET) {
+		family = AF_INET;
+		memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const uint8_t *p = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+		if (memcmp(p, mapped, 12) == 0) {
+			family = AF_INET;
+			memcpy(a, p + 12, 4);
+		} else {
+			family = AF_INET6;
+			memcpy(a, p, 16);
+		}
+	} else
+		return false;
+	if (family != n->family)
+		return false;
+	return prefix6(a, n->addr, n->prefix);
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * Host names and addresses as the egress proxy compares them (SECURITY.md, "Credentials"):
+ *
+ *   - a host is normalised before any comparison: one trailing dot stripped, lower case, IDNA
+ *     A-labels (libidn2, IDNA2008 non-transitional) for names, the canonical text form for IP
+ *     literals (no brackets);
+ *   - a host is bound to a pattern when it equals it or is a subdomain at a dot boundary
+ *     ("api.github.com" is bound to "github.com"; "evilgithub.com" and "github.com.evil.test"
+ *     are not); IP literals only ever equal another IP literal, never match a name;
+ *   - destination addresses are classified after DNS resolution so that loopback, private,
+ *     link-local, host-local and cloud metadata addresses can be refused.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define HOST_MAX 253
+#define HOST_BUF (HOST_MAX + 1)
+
+enum host_kind {
+	HOST_NAME = 1,
+	HOST_IPV4 = 2,
+	HOST_IPV6 = 3,
+};
+
+/*
+ * Normalises in (a name, a dotted IPv4 address, an IPv6 address with or without brackets) into
+ * out (at least HOST_BUF bytes). Returns its kind (> 0), or -EINVAL for something that is no
+ * host: empty, too long, a label over 63 bytes or empty, characters outside [a-z0-9-_] after
+ * IDNA, a zone id, or a numeric form that resolvers would read as an IPv4 address but that is
+ * not dotted-quad ("127.1", "0x7f.0.0.1", "2130706433").
+ */
+int host_normalize(const char *in, char *out, size_t len);
+/* Same for the len bytes at in (not NUL-terminated). */
+int host_normalize_n(const char *in, size_t n, char *out, size_t len);
+/* Whether a normalised host is an IP literal. */
+bool host_is_ip(const char *host);
+/* Whether normalised host is bound to normalised pattern (see above). */
+bool host_matches(const char *host, const char *pattern);
+
+/*
+ * Splits an authority ("host", "host:port", "[v6]:port") into a normalised host and a port.
+ * Without a port, default_port is used; a port is required when default_port is 0. Returns the
+ * host's kind, or -EINVAL.
+ */
+int host_split_authority(const char *authority, size_t n, uint16_t default_port, char *host,
+                         size_t hostlen, uint16_t *ret_port);
+/* Formats host and port as an authority ("[::1]:443", "a.test:80") into out. */
+void host_format_authority(const char *host, uint16_t port, char *out, size_t len);
+
+enum addr_class {
+	ADDR_PUBLIC = 0,
+	ADDR_LOOPBACK,   /* 127/8, ::1 */
+	ADDR_PRIVATE,    /* 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7, fec0::/10 */
+	ADDR_LINK_LOCAL, /* 169.254/16, fe80::/10 */
+	ADDR_HOST_LOCAL, /* 0/8, :: */
+	ADDR_METADATA,   /* cloud metadata: 169.254.169.254, 169.254.170.2, fd00:ec2::254,
+	                  * 100.100.100.200, 192.0.0.192 */
+	ADDR_MULTICAST,
+	ADDR_RESERVED, /* broadcast, 240/4, documentation, benchmarking, IETF assignments */
+};
+/* "public", "loopback", "private", ... */
+const char *addr_class_name(enum addr_class c);
+/* Classifies an AF_INET or AF_INET6 address (v4-mapped, NAT64 and 6to4 addresses by the IPv4
+ * address they carry). Anything else is ADDR_RESERVED. */
+enum addr_class addr_classify(const struct sockaddr *sa);
+
+/* An address or a network ("10.0.0.0/8", "127.0.0.1", "::1", "[fd00::]/8"). */
+struct ip_net {
+	int family; /* AF_INET or AF_INET6 */
+	uint8_t addr[16];
+	unsigned prefix;
+};
+/* Returns 0, or -EINVAL when s is not an address or network (host bits set are refused). */
+int ip_net_parse(const char *s, struct ip_net *ret);
+/* Writes the canonical text form ("10.0.0.0/8", or just the address for a full prefix). */
+void ip_net_format(const struct ip_net *n, char *out, size_t len);
+/* Whether sa (AF_INET/AF_INET6; v4-mapped counts as IPv4) lies inside n. */
+bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa);

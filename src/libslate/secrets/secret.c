@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Secrets and secret sets: building, validating, freeing, merging, describing. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "secrets/hosts.h"
+#include "secrets/placeholder.h"
+#include "secrets/secrets.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/log.h"
+
+static const char *const kind_names[] = {
+        [SECRET_KIND_GENERIC] = "generic", [SECRET_KIND_ANTHROPIC] = "anthropic",
+        [SECRET_KIND_OPENAI] = "openai",   [SECRET_KIND_GITHUB] = "github",
+        [SECRET_KIND_GITLAB] = "gitlab",   [SECRET_KIND_AWS] = "aws",
+};
+
+const char *secret_kind_name(enum secret_kind k)
+{
+	if ((unsigned)k >= ELEMENTSOF(kind_names))
+		return NULL;
+	return kind_names[k];
+}
+
+int secret_kind_from_string(const char *s, enum secret_kind *ret)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < ELEMENTSOF(kind_names); i++)
+		if (streq(s, kind_names[i])) {
+			*ret = (enum secret_kind)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen > 0) {
+		va_start(ap, fmt);
+		(void)vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int secret_key_check(const char *key)
+{
+	size_t n = key ? strlen(key) : 0;
+
+	if (n == 0 || n > SECRET_KEY_MAX || key[0] == '.' || key[0] == '-')
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char c = key[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int secret_env_check(const char *env)
+{
+	size_t n = env ? strlen(env) : 0;
+
+	if (n == 0 || n > SECRET_ENV_MAX || (env[0] >= '0' && env[0] <= '9'))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char c = env[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int secret_file_check(const char *file)
+{
+	size_t n = file ? strlen(file) : 0;
+	const char *rest;
+
+	if (n == 0 || n > SECRET_FILE_MAX)
+		return -EINVAL;
+	if (strneq(file, "~/", 2))
+		rest = file + 1;
+	else if (file[0] == '/')
+		rest = file;
+	else
+		return -EINVAL;
+	if (rest[1] == '\0' || rest[strlen(rest) - 1] == '/' || strstr(rest, "//") ||
+	    strstr(rest, "/./") || strstr(rest, "/../"))
+		return -EINVAL;
+	if ((strlen(rest) >= 3 && streq(rest + strlen(rest) - 3, "/..")) ||
+	    (strlen(rest) >= 2 && streq(rest + strlen(rest) - 2, "/.")))
+		return -EINVAL;
+	for (const char *c = file; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f || *c == '\\')
+			return -EINVAL;
+	return 0;
+}
+
+void secret_clear(struct secret *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_values; i++) {
+		struct secret_value *v = &s->values[i];
+		if (v->real && v->forbidden)
+			log_unforbid(buf_ptr(v->real), buf_len(v->real));
+		buf_free_secure(v->real);
+		free(v->name);
+		free(v->placeholder);
+	}
+	free(s->values);
+	for (size_t i = 0; i < s->n_hosts; i++)
+		free(s->hosts[i]);
+	free(s->hosts);
+	free(s->key);
+	free(s->env);
+	free(s->file);
+	*s = (struct secret){0};
+}
+
+void secret_free(struct secret *s)
+{
+	secret_clear(s);
+	free(s);
+}
+
+void secret_set_free(struct secret_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		secret_clear(&s->v[i]);
+	free(s->v);
+	free(s);
+}
+
+struct secret_set *secret_set_new(void)
+{
+	return calloc(1, sizeof(struct secret_set));
+}
+
+int secret_set_find(const struct secret_set *s, const char *key)
+{
+	for (size_t i = 0; s && key && i < s->n; i++)
+		if (streq(s->v[i].key, key))
+			return (int)i;
+	return -ENOENT;
+}
+
+int secret_set_put(struct secret_set *s, struct secret *sec, bool *ret_replaced)
+{
+	int i = secret_set_find(s, sec->key);
+	struct secret *nv;
+
+	if (i >= 0) {
+		secret_clear(&s->v[i]);
+		s->v[i] = *sec;
+	} else {
+		if (s->n >= SECRET_SET_MAX)
+			return -E2BIG;
+		nv = reallocarray(s->v, s->n + 1, sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		s->v = nv;
+		s->v[s->n++] = *sec;
+	}
+	free(sec);
+	if (ret_replaced)
+		*ret_replaced = i >= 0;
+	return 0;
+}
+
+int secret_set_remove(struct secret_set *s, const char *key)
+{
+	int i = secret_set_find(s, key);
+
+	if (i < 0)
+		return i;
+	secret_clear(&s->v[i]);
+	memmove(&s->v[i], &s->v[i + 1], (s->n - (size_t)i - 1) * sizeof(s->v[0]));
+	s->n--;
+	return 0;
+}
+
+int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct secret_set **ret)
+{
+	_cleanup_(secret_set_freep) struct secret_set *g = global, *w = ws;
+	struct secret_set *out;
+	size_t n = 0;
+
+	if (!g)
+		g = secret_set_new();
+	if (!w)
+		w = secret_set_new();
+	if (!g || !w)
+		return -ENOMEM;
+	out = secret_set_new();
+	if (!out)
+		return -ENOMEM;
+	out->v = calloc(g->n + w->n + 1, sizeof(out->v[0]));
+	if (!out->v) {
+		free(out);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		if (secret_set_find(w, g->v[i].key) >= 0)
+			continue; /* the workspace's own overrides it (freed with g) */
+		out->v[n++] = g->v[i];
+		g->v[i] = (struct secret){0};
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		out->v[n++] = w->v[i];
+		w->v[i] = (struct secret){0};
+	}
+	out->n = n;
+	*ret = out;
+	return 0;
+}
+
+/* Appends a real value: copied into a secure buffer, registered with log_forbid(), and its
+ * placeholder derived. */
+static int value_add(struct secret *s, const char *name, const void *real, size_t len,
+                     const unsigned char *salt, char *err, size_t errlen)
+{
+	struct secret_value *nv, *v;
+	const unsigned char *p = real;
+	int r;
+
+	if (len < SECRET_VALUE_MIN)
+		return fail(err, errlen, "the %s of secret %s is shorter than %d bytes", name,
+		            s->key, SECRET_VALUE_MIN);
+	if (len > SECRET_VALUE_MAX)
+		return fail(err, errlen, "the %s of secret %s is longer than %d bytes", name,
+		            s->key, SECRET_VALUE_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (p[i] < 0x20 || p[i] == 0x7f)
+			/* It would end up in an HTTP header: no line breaks, no NUL, no controls. */
+			return fail(err, errlen,
+			            "the %s of secret %s contains a control character (byte %zu)",
+			            name, s->key, i + 1);
+	nv = reallocarray(s->values, s->n_values + 1, sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	s->values = nv;
+	v = &s->values[s->n_values];
+	*v = (struct secret_value){0};
+	v->name = strdup(name);
+	v->real = buf_new(len);
+	if (!v->name || !v->real || buf_put(v->real, real, len) < 0) {
+		buf_free_secure(v->real);
+		free(v->name);
+		return -ENOMEM;
+	}
+	s->n_values++; /* from here on secret_clear() frees it */
+	r = log_forbid(real, len);
+	if (r < 0)
+		return fail(err, errlen, "cannot keep the %s of secret %s out of the logs: %s",
+		            name, s->key, slate_strerror(r)),
+		       r;
+	v->forbidden = true;
+	if (salt) {
+		r = placeholder_derive(salt, s->kind, name, real, len, &v->placeholder);
+		if (r < 0)
+			return fail(err, errlen, "deriving the placeholder of secret %s: %s",
+			            s->key, slate_strerror(r)),
+			       r;
+	}
+	return 0;
+}
+
+/* Fills the secret's names and hosts (normalised, duplicates dropped). */
+static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
+                     const char *const *hosts, size_t n_hosts, const char *env, const char *file,
+                     bool global, char *err, size_t errlen)
+{
+	int r;
+
+	if (secret_key_check(key) < 0)
+		return fail(err, errlen,
+		            "invalid secret name '%s': 1 to %d of A-Z a-z 0-9 _ . -, not starting "
+		            "with '.' or '-'",
+		            key ? key : "", SECRET_KEY_MAX);
+	if (!secret_kind_name(kind))
+		return fail(err, errlen, "secret %s: unknown kind", key);
+	if (env && secret_env_check(env) < 0)
+		return fail(err, errlen,
+		            "secret %s: invalid environment variable name '%s' (letters, digits "
+		            "and '_', not starting with a digit, at most %d)",
+		            key, env, SECRET_ENV_MAX);
+	if (file && secret_file_check(file) < 0)
+		return fail(err, errlen,
+		            "secret %s: invalid guest file '%s' (an absolute path or one under "
+		            "~/, without '..', at most %d characters)",
+		            key, file, SECRET_FILE_MAX);
+	if (n_hosts == 0)
+		return fail(err, errlen, "secret %s: bind it to at least one host (--host)", key);
+	if (n_hosts > SECRET_HOSTS_MAX)
+		return fail(err, errlen, "secret %s: at most %d hosts", key, SECRET_HOSTS_MAX);
+	s->key = strdup(key);
+	s->kind = kind;
+	s->global = global;
+	s->env = env ? strdup(env) : NULL;
+	s->file = file ? strdup(file) : NULL;
+	s->hosts = calloc(n_hosts, sizeof(char *));
+	if (!s->key || (env && !s->env) || (file && !s->file) || !s->hosts)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_hosts; i++) {
+		char *h = NULL, why[256];
+		bool dup = false;
+
+		r = secret_host_normalize(hosts[i], &h, why, sizeof(why));
+		if (r == -EINVAL)
+			return fail(err, errlen, "secret %s: %s", key, why);
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j < s->n_hosts; j++)
+			dup = dup || streq(s->hosts[j], h);
+		if (dup)
+			free(h);
+		else
+			s->hosts[s->n_hosts++] = h;
+	}
+	return 0;
+}
+
+/* The values a kind needs: aws has access-key-id, secret-access-key and maybe session-token;
+ * every other kind exactly one "value". */
+static int values_check(const struct secret *s)
+{
+	if (s->kind != SECRET_KIND_AWS)
+		return s->n_values == 1 && streq(s->values[0].name, "value") ? 0 : -EINVAL;
+	if (s->n_values < 2 || s->n_values > 3 || !streq(s->values[0].name, "access-key-id") ||
+	    !streq(s->values[1].name, "secret-access-key") ||
+	    (s->n_values == 3 && !streq(s->values[2].name, "session-token")))
+		return -EINVAL;
+	return 0;
+}
+
+int secret_from_parts(const char *key, enum secret_kind kind, const char *const *hosts,
+                      size_t n_hosts, const char *env, const char *file, bool global,
+                      const char *const *names, const struct buf *const *reals, size_t n_values,
+                      const unsigned char *salt, struct secret **ret, char *err, size_t errlen)
+{
+	_cleanup_(secret_freep) struct secret *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	r = meta_init(s, key, kind, hosts, n_hosts, env, file, global, err, errlen);
+	if (r < 0)
+		return r;
+	/* Stored hosts were normalised when they were set: anything else is not ours. */
+	if (s->n_hosts != n_hosts)
+		return fail(err, errlen, "secret %s: duplicate host", key);
+	for (size_t i = 0; i < n_hosts; i++)
+		if (!streq(s->hosts[i], hosts[i]))
+			return fail(err, errlen, "secret %s: host '%s' is not normalised", key,
+			            hosts[i]);
+	for (size_t i = 0; i < n_values; i++) {
+		r = value_add(s, names[i], buf_ptr(reals[i]), buf_len(reals[i]), salt, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (values_check(s) < 0)
+		return fail(err, errlen, "secret %s: the values do not fit its kind %s", key,
+		            secret_kind_name(kind));
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct secret **ret,
+               char *err, size_t errlen)
+{
+	_cleanup_(secret_freep) struct secret *s = calloc(1, sizeof(*s));
+	const char *env = spec->env;
+	const unsigned char *v = spec->value;
+	size_t len = spec->value_len;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	if (!env && !spec->file)
+		env = spec->kind == SECRET_KIND_AWS      ? SECRET_DEFAULT_AWS_ENV
+		      : secret_env_check(spec->key) == 0 ? spec->key
+		                                         : NULL;
+	r = meta_init(s, spec->key, spec->kind, spec->hosts, spec->n_hosts, env, spec->file,
+	              spec->global, err, errlen);
+	if (r < 0)
+		return r;
+	if (!v || len == 0)
+		return fail(err, errlen, "secret %s: the value is empty", spec->key);
+	if (memchr(v, '\0', len))
+		return fail(err, errlen, "secret %s: the value contains a NUL byte", spec->key);
+
+	if (spec->kind == SECRET_KIND_AWS) {
+		static const char *const names[] = {"access-key-id", "secret-access-key",
+		                                    "session-token"};
+		size_t i = 0, n = 0;
+
+		while (i < len) {
+			size_t start;
+			while (i < len &&
+			       (v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r'))
+				i++;
+			if (i >= len)
+				break;
+			start = i;
+			while (i < len &&
+			       !(v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r'))
+				i++;
+			if (n >= ELEMENTSOF(names))
+				return fail(err, errlen,
+				            "secret %s: an aws value is ACCESS_KEY_ID "
+				            "SECRET_ACCESS_KEY "
+				            "[SESSION_TOKEN]: more than three fields given",
+				            spec->key);
+			r = value_add(s, names[n++], v + start, i - start, salt, err, errlen);
+			if (r < 0)
+				return r;
+		}
+		if (n < 2)
+			return fail(err, errlen,
+			            "secret %s: an aws value is ACCESS_KEY_ID SECRET_ACCESS_KEY "
+			            "[SESSION_TOKEN], separated by white space",
+			            spec->key);
+	} else {
+		r = value_add(s, "value", v, len, salt, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (values_check(s) < 0)
+		return fail(err, errlen, "secret %s: the value does not fit its kind", spec->key);
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+int secret_to_json(const struct secret *s, bool with_placeholders, struct json_object **ret)
+{
+	_cleanup_json_ struct json_object *o = json_object_new_object();
+	struct json_object *hosts, *ph = NULL;
+
+	if (!o || json_add_string(o, "key", s->key) < 0 ||
+	    json_add_string(o, "kind", secret_kind_name(s->kind)) < 0 ||
+	    json_add_string(o, "scope", s->global ? "global" : "workspace") < 0)
+		return -ENOMEM;
+	hosts = json_object_new_array();
+	if (!hosts || json_add(o, "hosts", hosts) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_hosts; i++)
+		if (json_object_array_add(hosts, json_object_new_string(s->hosts[i])) < 0)
+			return -ENOMEM;
+	if ((s->env && json_add_string(o, "env", s->env) < 0) ||
+	    (s->file && json_add_string(o, "file", s->file) < 0))
+		return -ENOMEM;
+	if (with_placeholders) {
+		ph = json_object_new_object();
+		if (!ph || json_add(o, "placeholders", ph) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->n_values; i++)
+			if (s->values[i].placeholder &&
+			    json_add_string(ph, s->values[i].name, s->values[i].placeholder) < 0)
+				return -ENOMEM;
+	}
+	*ret = TAKE_PTR(o);
+	return 0;
+}

