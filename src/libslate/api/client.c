@@ -2,6 +2,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,16 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "version.h"
+
+/* Request bodies may carry a secret on its way to the vault: wiped before they are freed. */
+static void free_wipe(char *s)
+{
+	if (s) {
+		sodium_memzero(s, strlen(s));
+		free(s);
+	}
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(char *, free_wipe);
 
 struct api_client {
 	char *socket_path;
@@ -189,7 +200,7 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
                     struct json_object *body, api_event_fn on_event, void *userdata,
                     struct json_object **ret, struct api_error *err)
 {
-	_cleanup_free_ char *body_text = NULL;
+	_cleanup_(free_wipep) char *body_text = NULL;
 	_cleanup_json_ struct json_object *doc = NULL;
 	struct curl_slist *headers = NULL;
 	struct call_state st = {.on_event = on_event, .userdata = userdata};

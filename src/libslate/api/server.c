@@ -571,7 +571,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			if (buf_put(ctx->body, upload_data, *upload_data_size) < 0) {
 				/* Keep draining so the reply can be sent, but keep nothing. */
 				ctx->body_too_large = true;
-				buf_free(ctx->body);
+				buf_free_secure(ctx->body);
 				ctx->body = NULL;
 			}
 		}
@@ -588,7 +588,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	if (!ctx)
 		return;
-	buf_free(ctx->body);
+	buf_free_secure(ctx->body);
 	free(ctx);
 	*con_cls = NULL;
 }

@@ -225,7 +225,8 @@ int install_unseal(const struct install *in, const char *purpose, const void *se
 	    memcmp(s, SEAL_MAGIC, SEAL_MAGIC_LEN) != 0)
 		return SLATE_ERR_INVALID_FORMAT;
 	plen = len - SEAL_MAGIC_LEN - SEAL_NONCE_LEN - SEAL_TAG_LEN;
-	b = buf_new(plen ? plen : 1);
+	/* Guarded memory for what fits (vaults, keys); plain, wiped memory beyond. */
+	b = plen <= BUF_SECURE_MAX ? buf_new_secure(plen ? plen : 1) : buf_new(plen);
 	if (!b)
 		return -ENOMEM;
 	r = buf_reserve(b, plen, &p);

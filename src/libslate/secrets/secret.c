@@ -257,7 +257,7 @@ static int value_add(struct secret *s, const char *name, const void *real, size_
 	v = &s->values[s->n_values];
 	*v = (struct secret_value){0};
 	v->name = strdup(name);
-	v->real = buf_new(len);
+	v->real = buf_new_secure(len ? len : 1);
 	if (!v->name || !v->real || buf_put(v->real, real, len) < 0) {
 		buf_free_secure(v->real);
 		free(v->name);

@@ -20,6 +20,7 @@ struct buf {
 	size_t alloc;
 	size_t max;
 	bool readonly;
+	bool guarded; /* d is sodium_malloc()ed at its maximum and never moves */
 };
 
 #define BUF_ALLOC_MIN 64u
@@ -39,6 +40,28 @@ struct buf *buf_new(size_t max)
 	}
 	b->cd = b->d;
 	b->max = max;
+	return b;
+}
+
+struct buf *buf_new_secure(size_t max)
+{
+	struct buf *b;
+
+	if (max == 0 || max > BUF_SECURE_MAX || sodium_init() < 0)
+		return NULL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	/* Guard pages around it, locked (no swap), MADV_DONTDUMP (no core dump). */
+	b->d = sodium_malloc(max);
+	if (!b->d) {
+		free(b);
+		return NULL;
+	}
+	b->cd = b->d;
+	b->alloc = max;
+	b->max = max;
+	b->guarded = true;
 	return b;
 }
 
@@ -63,7 +86,10 @@ void buf_free(struct buf *b)
 {
 	if (!b)
 		return;
-	free(b->d);
+	if (b->guarded)
+		sodium_free(b->d); /* wipes */
+	else
+		free(b->d);
 	free(b);
 }
 
@@ -73,9 +99,13 @@ void buf_free_secure(struct buf *b)
 		return;
 	/* The whole allocation, not just the unread part: consumed bytes were secrets too. A view
 	 * does not own its bytes, so there is nothing of ours to wipe. */
-	if (b->d)
-		sodium_memzero(b->d, b->alloc);
-	free(b->d);
+	if (b->guarded) {
+		sodium_free(b->d); /* wipes */
+	} else {
+		if (b->d)
+			sodium_memzero(b->d, b->alloc);
+		free(b->d);
+	}
 	sodium_memzero(b, sizeof(*b));
 	free(b);
 }
@@ -136,6 +166,8 @@ static int buf_make_room(struct buf *b, size_t n)
 		return 0;
 	}
 
+	if (b->guarded)
+		return SLATE_ERR_NO_BUFFER_SPACE; /* cannot happen: it holds its maximum */
 	newalloc = need;
 	if (b->alloc <= SIZE_MAX / 2 && b->alloc * 2 > newalloc)
 		newalloc = b->alloc * 2;

@@ -22,6 +22,13 @@ struct buf;
 
 /* Returns a new empty buffer that never grows past max bytes, or NULL on allocation failure. */
 struct buf *buf_new(size_t max);
+/*
+ * Returns a new empty buffer for secrets: its max bytes (at most BUF_SECURE_MAX) are allocated at
+ * once with sodium_malloc(), so they sit between guard pages, are locked out of swap, are left
+ * out of core dumps (MADV_DONTDUMP) and never move; freeing wipes them. NULL on failure.
+ */
+#define BUF_SECURE_MAX (1u << 20)
+struct buf *buf_new_secure(size_t max);
 /* Returns a read-only buffer viewing len bytes at p (not copied; p must outlive it), or NULL. */
 struct buf *buf_from(const void *p, size_t len);
 /* Frees b; NULL is fine. */
