@@ -104,12 +104,11 @@ static int serve(struct agent *a, const char *ws, const char *path)
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0)
 		return die(path, -errno);
-	/* SIGTERM/SIGINT end the process; agent_free is not needed for a test's end, but the
-	 * private agents must go: the handler-less way is to wait for the signal in a thread. */
+	/* SIGTERM and SIGINT (blocked in every thread, see main) end the loop; main's cleanup
+	 * then frees the agent, which stops the private agents. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
-	(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	printf("ready\n");
 	fflush(stdout);
 	for (;;) {
@@ -343,6 +342,15 @@ int main(int argc, char **argv)
 	if (!state || !wsdir || optind + 1 >= argc)
 		return fprintf(stderr, "agent-serve: --state and --workspaces, and WS\n"), 2;
 
+	if (streq(cmd, "serve")) {
+		sigset_t mask;
+
+		/* Before any thread starts, so that none of them takes the signal. */
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGTERM);
+		sigaddset(&mask, SIGINT);
+		(void)pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	}
 	state_fd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (state_fd < 0)
 		return die(state, -errno);

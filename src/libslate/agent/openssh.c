@@ -302,7 +302,7 @@ int openssh_key_normalize(const void *key, size_t len, const char *passphrase, s
 	}
 	/* The old passphrase, one line on stdin; with none, stdin is empty and a protected key
 	 * fails to open ("incorrect passphrase"). */
-	pass = buf_new(plen + 1);
+	pass = buf_new_secure(plen + 1);
 	if (!pass || buf_put(pass, passphrase ? passphrase : "", plen) < 0 ||
 	    buf_put_u8(pass, '\n') < 0) {
 		r = -ENOMEM;
@@ -336,7 +336,7 @@ int openssh_key_normalize(const void *key, size_t len, const char *passphrase, s
 		r = -EINVAL;
 		goto out;
 	}
-	out = buf_new((size_t)st.st_size);
+	out = buf_new_secure((size_t)st.st_size);
 	if (!out || buf_reserve(out, (size_t)st.st_size, &p) < 0) {
 		r = -ENOMEM;
 		goto out;
