@@ -86,7 +86,9 @@ aws_real s3 cp --only-show-errors "$d/big.bin" s3://bkt/big.bin || fail "aws s3 
 grep -q '"method": "POST", "path": "/bkt/big.bin", "status": 200' "$d/server.log" ||
     fail "the 11 MiB upload was not multipart"
 aws_real s3 ls s3://bkt >"$d/ls.out" || fail "aws s3 ls failed"
-grep -q 'big.bin' "$d/ls.out" && grep -q 'PRE dir/' "$d/ls.out" || fail "aws s3 ls: $(cat "$d/ls.out")"
+if ! grep -q 'big.bin' "$d/ls.out" || ! grep -q 'PRE dir/' "$d/ls.out"; then
+    fail "aws s3 ls: $(cat "$d/ls.out")"
+fi
 aws_real s3 cp --only-show-errors s3://bkt/big.bin "$d/big.out" || fail "aws s3 cp (get) failed"
 cmp -s "$d/big.bin" "$d/big.out" || fail "the object came back different"
 url=$(aws_real s3 presign s3://bkt/dir/small.txt --expires-in 300) || fail "aws s3 presign failed"

@@ -1050,8 +1050,10 @@ static bool header_is_span(const struct sigv4_header *h, struct span name)
 	return i == name.n && h->name[i] == 0;
 }
 
+/* Appends the canonical headers. token, when set, is the value x-amz-security-token has as
+ * forwarded (the real session token), whether or not the request carries the field. */
 static int canon_headers(struct buf *out, const struct sigv4_request *req,
-                         const char *signed_headers)
+                         const char *signed_headers, const struct span *token)
 {
 	struct span names[SIGV4_MAX_SIGNED_HEADERS];
 	size_t n;
@@ -1065,6 +1067,12 @@ static int canon_headers(struct buf *out, const struct sigv4_request *req,
 		if ((r = buf_put(out, names[i].p, names[i].n)) < 0 ||
 		    (r = buf_put_u8(out, ':')) < 0)
 			return r;
+		if (token && span_eq(names[i], "x-amz-security-token")) {
+			if ((r = buf_put(out, token->p, token->n)) < 0 ||
+			    (r = buf_put_u8(out, '\n')) < 0)
+				return r;
+			continue;
+		}
 		for (size_t j = 0; j < req->n_headers; j++) {
 			if (!header_is_span(&req->headers[j], names[i]))
 				continue;
@@ -1084,7 +1092,7 @@ static int canon_headers(struct buf *out, const struct sigv4_request *req,
 
 /* The canonical request of a request already checked (request_check). */
 static int canonical_request(const struct sigv4_request *req, const struct sigv4_canon *c,
-                             struct buf *out)
+                             const struct span *token, struct buf *out)
 {
 	struct span path, query;
 	int r;
@@ -1094,7 +1102,7 @@ static int canonical_request(const struct sigv4_request *req, const struct sigv4
 	    (r = buf_put_u8(out, '\n')) < 0 || (r = canon_path(out, path, c->s3)) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 || (r = canon_query(out, query, c->presigned)) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 ||
-	    (r = canon_headers(out, req, c->signed_headers)) < 0 ||
+	    (r = canon_headers(out, req, c->signed_headers, token)) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 ||
 	    (r = buf_put(out, c->signed_headers, strlen(c->signed_headers))) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 ||
@@ -1113,7 +1121,7 @@ int sigv4_canonical_request(const struct sigv4_request *req, const struct sigv4_
 	r = request_check(req);
 	if (r < 0)
 		return r;
-	return canonical_request(req, c, out);
+	return canonical_request(req, c, NULL, out);
 }
 
 static int string_to_sign(struct crypto *c, const char *timestamp, const char *scope,
@@ -1151,15 +1159,16 @@ int sigv4_string_to_sign(const char *timestamp, const char *scope, const void *c
 
 /* Canonical request -> string to sign -> signature, with key. scratch is emptied first. */
 static int compute_signature(struct crypto *c, struct buf *scratch, const struct sigv4_request *req,
-                             const struct sigv4_canon *canon, const char *timestamp,
-                             const char *scope, const uint8_t key[32], char sig[65])
+                             const struct sigv4_canon *canon, const struct span *token,
+                             const char *timestamp, const char *scope, const uint8_t key[32],
+                             char sig[65])
 {
 	uint8_t mac[32];
 	size_t creq_len;
 	int r;
 
 	(void)buf_reset(scratch);
-	r = canonical_request(req, canon, scratch);
+	r = canonical_request(req, canon, token, scratch);
 	if (r < 0)
 		return r;
 	creq_len = buf_len(scratch);
@@ -1276,7 +1285,8 @@ int sigv4_sign_header(const struct sigv4_request *req, const struct sigv4_sign_i
 	date[8] = 0;
 	r = signing_key(&c, in->secret, in->secret_len, date, in->region, in->service, key);
 	if (r >= 0)
-		r = compute_signature(&c, scratch, req, &canon, in->timestamp, scope, key, sig);
+		r = compute_signature(&c, scratch, req, &canon, NULL, in->timestamp, scope, key,
+		                      sig);
 	crypto_done(&c);
 	sodium_memzero(key, sizeof(key));
 	if (r < 0)
@@ -1351,7 +1361,6 @@ void sigv4_resigned_free(struct sigv4_resigned *r)
 		sodium_memzero(r->target, strlen(r->target));
 		free(r->target);
 	}
-	buf_free_secure(r->security_token);
 	sigv4_stream_free(r->stream);
 	sodium_memzero(r, sizeof(*r));
 	free(r);
@@ -1401,24 +1410,18 @@ static const char *payload_name(int p)
 	}
 }
 
-/* A NUL-terminated copy of a secure buffer's bytes in memory we wipe; the bytes must be
- * printable ASCII without spaces (key ids, tokens). */
-static int secure_string(const struct buf *b, size_t max, char **ret)
+/* A real value from the lookup as a span: 1..max bytes of printable ASCII without spaces (key
+ * ids, secrets and tokens all are). It stays where it is (a secure buffer): never copied. */
+static int real_value(const struct buf *b, size_t max, struct span *ret)
 {
 	size_t n = b ? buf_len(b) : 0;
-	char *s;
 
 	if (n == 0 || n > max)
 		return SLATE_ERR_INVALID_FORMAT;
 	for (size_t i = 0; i < n; i++)
 		if (buf_ptr(b)[i] <= ' ' || buf_ptr(b)[i] >= 0x7f)
 			return SLATE_ERR_INVALID_FORMAT;
-	s = malloc(n + 1);
-	if (!s)
-		return -ENOMEM;
-	memcpy(s, buf_ptr(b), n);
-	s[n] = 0;
-	*ret = s;
+	*ret = span_of((const char *)buf_ptr(b), n);
 	return 0;
 }
 
@@ -1494,7 +1497,7 @@ static int signed_headers_with(const char *sh, const char *name, char *out, size
 /* The presigned query rebuilt: X-Amz-Credential and X-Amz-Security-Token set to the real
  * values, X-Amz-Signature's value 64 zeros whose offset goes to *ret_sig_off; the rest as sent. */
 static int presigned_target(struct span path, struct span query, const char *credential,
-                            const char *token, char **ret, size_t *ret_sig_off)
+                            const struct span *token, char **ret, size_t *ret_sig_off)
 {
 	_cleanup_free_ struct qparam *params = NULL;
 	_cleanup_buf_secure_ struct buf *b = buf_new(3 * SIGV4_MAX_TARGET + TOKEN_MAX * 3);
@@ -1504,7 +1507,7 @@ static int presigned_target(struct span path, struct span query, const char *cre
 
 	if (!b || buf_reserve(b,
 	                      path.n + 3 * query.n + 3 * strlen(credential) +
-	                              (token ? 3 * strlen(token) : 0) + 64,
+	                              (token ? 3 * token->n : 0) + 64,
 	                      &(uint8_t *){NULL}) < 0)
 		return -ENOMEM;
 	(void)buf_reset(b);
@@ -1529,8 +1532,7 @@ static int presigned_target(struct span path, struct span query, const char *cre
 			r = put_encoded(b, span_of(credential, strlen(credential)), false);
 			break;
 		case QP_TOKEN:
-			r = token ? put_encoded(b, span_of(token, strlen(token)), false)
-			          : SIGV4_ERR_TOKEN_MISMATCH;
+			r = token ? put_encoded(b, *token, false) : SIGV4_ERR_TOKEN_MISMATCH;
 			token_done = true;
 			break;
 		case QP_SIGNATURE:
@@ -1546,7 +1548,7 @@ static int presigned_target(struct span path, struct span query, const char *cre
 	}
 	if (token && !token_done &&
 	    ((r = buf_put(b, "&X-Amz-Security-Token=", strlen("&X-Amz-Security-Token="))) < 0 ||
-	     (r = put_encoded(b, span_of(token, strlen(token)), false)) < 0))
+	     (r = put_encoded(b, *token, false)) < 0))
 		return r;
 	*ret = buf_dup_string(b);
 	if (!*ret)
@@ -1571,11 +1573,10 @@ struct resign_ctx {
 	struct sigv4_credentials cred;
 	struct crypto c;
 	struct buf *scratch;
-	char *key_id;                 /* real */
-	char *secret;                 /* real */
-	char *token;                  /* real session token, or NULL */
-	char *new_target;             /* presigned */
-	struct sigv4_header *headers; /* HEADER: the headers as forwarded after the token swap */
+	char key_id[SIGV4_MAX_KEY_ID + 1]; /* real (not a secret; wiped anyway) */
+	struct span secret;                /* real, in the lookup's secure buffer */
+	struct span token;                 /* real session token, likewise; p NULL: none */
+	char *new_target;                  /* presigned: holds the real token */
 	uint8_t key[32];
 };
 
@@ -1583,11 +1584,8 @@ static void resign_ctx_done(struct resign_ctx *x)
 {
 	crypto_done(&x->c);
 	buf_free(x->scratch);
-	secure_string_free(&x->key_id);
-	secure_string_free(&x->secret);
-	secure_string_free(&x->token);
 	secure_string_free(&x->new_target);
-	free(x->headers);
+	sodium_memzero(x->key_id, sizeof(x->key_id));
 	sodium_memzero(x->key, sizeof(x->key));
 }
 
@@ -1665,14 +1663,18 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 		return SIGV4_ERR_UNKNOWN_KEY;
 	if (r < 0)
 		return r;
-	if ((r = secure_string(x.cred.access_key_id, SIGV4_MAX_KEY_ID, &x.key_id)) < 0 ||
-	    (r = secure_string(x.cred.secret_access_key, SIGV4_MAX_SECRET, &x.secret)) < 0 ||
-	    (x.cred.session_token &&
-	     (r = secure_string(x.cred.session_token, TOKEN_MAX, &x.token)) < 0))
-		goto out;
-	if (!is_key_id(span_of(x.key_id, strlen(x.key_id)))) {
-		r = SLATE_ERR_INVALID_FORMAT;
-		goto out;
+	{
+		struct span id;
+		if ((r = real_value(x.cred.access_key_id, SIGV4_MAX_KEY_ID, &id)) < 0 ||
+		    (r = real_value(x.cred.secret_access_key, SIGV4_MAX_SECRET, &x.secret)) < 0 ||
+		    (x.cred.session_token &&
+		     (r = real_value(x.cred.session_token, TOKEN_MAX, &x.token)) < 0))
+			goto out;
+		if (!is_key_id(id)) {
+			r = SLATE_ERR_INVALID_FORMAT;
+			goto out;
+		}
+		span_copy(x.key_id, id);
 	}
 	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", x.auth.date, x.auth.region,
 	         x.auth.service);
@@ -1685,12 +1687,12 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 			r = SLATE_ERR_INVALID_FORMAT;
 			goto out;
 		}
-		if (v &&
-		    (!x.token || !placeholder_eq(v, strlen(v), x.cred.placeholder_session_token))) {
+		if (v && (!x.token.p ||
+		          !placeholder_eq(v, strlen(v), x.cred.placeholder_session_token))) {
 			r = SIGV4_ERR_TOKEN_MISMATCH;
 			goto out;
 		}
-		token_add = !v && x.token;
+		token_add = !v && x.token.p;
 	} else if (x.auth.has_security_token) {
 		_cleanup_free_ struct qparam *params = NULL;
 		_cleanup_free_ char *tok = malloc(TOKEN_MAX + 1);
@@ -1705,7 +1707,7 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 				continue;
 			r = decode_to(params[i].value, tok, TOKEN_MAX);
 			if (r >= 0 &&
-			    (!x.token ||
+			    (!x.token.p ||
 			     !placeholder_eq(tok, (size_t)r, x.cred.placeholder_session_token)))
 				r = SIGV4_ERR_TOKEN_MISMATCH;
 		}
@@ -1742,7 +1744,7 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 			for (size_t p = 0; !match && p < n_payloads; p++) {
 				canon.s3 = variant == 0 ? s3 : !s3;
 				canon.payload_hash = payloads[p];
-				r = compute_signature(&x.c, x.scratch, req, &canon, timestamp,
+				r = compute_signature(&x.c, x.scratch, req, &canon, NULL, timestamp,
 				                      scope, x.key, sig);
 				if (r < 0)
 					goto out;
@@ -1755,28 +1757,16 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 	}
 
 	/* The request as forwarded, with the real key. */
-	r = signing_key_cached(&x.c, x.secret, strlen(x.secret), x.auth.date, x.auth.region,
+	r = signing_key_cached(&x.c, x.secret.p, x.secret.n, x.auth.date, x.auth.region,
 	                       x.auth.service, x.key);
 	if (r < 0)
 		goto out;
 	fwd = *req;
 	if (kind == SIGV4_AUTH_HEADER) {
-		x.headers = calloc(req->n_headers + 2, sizeof(*x.headers));
-		if (!x.headers) {
-			r = -ENOMEM;
-			goto out;
-		}
-		memcpy(x.headers, req->headers, req->n_headers * sizeof(*x.headers));
-		fwd.headers = x.headers;
-		for (size_t i = 0; x.token && i < req->n_headers; i++)
-			if (header_is(&x.headers[i], "x-amz-security-token"))
-				x.headers[i].value = x.token;
-		if (token_add)
-			x.headers[fwd.n_headers++] =
-			        (struct sigv4_header){"X-Amz-Security-Token", x.token};
+		/* The token's field (replaced or added) is canonicalised from x.token. */
 		r = signed_headers_with(x.auth.signed_headers, "host", signed_headers,
 		                        sizeof(signed_headers));
-		if (r >= 0 && x.token) {
+		if (r >= 0 && x.token.p) {
 			char tmp[sizeof(signed_headers)];
 			memcpy(tmp, signed_headers, sizeof(tmp));
 			r = signed_headers_with(tmp, "x-amz-security-token", signed_headers,
@@ -1791,7 +1781,8 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 			r = SLATE_ERR_TOO_LARGE;
 			goto out;
 		}
-		r = presigned_target(path, query, credential, x.token, &x.new_target, &sig_off);
+		r = presigned_target(path, query, credential, x.token.p ? &x.token : NULL,
+		                     &x.new_target, &sig_off);
 		sodium_memzero(credential, sizeof(credential));
 		if (r < 0)
 			goto out;
@@ -1801,7 +1792,9 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 		}
 		fwd.target = x.new_target;
 	}
-	r = compute_signature(&x.c, x.scratch, &fwd, &canon, timestamp, scope, x.key, sig);
+	r = compute_signature(&x.c, x.scratch, &fwd, &canon,
+	                      kind == SIGV4_AUTH_HEADER && x.token.p ? &x.token : NULL, timestamp,
+	                      scope, x.key, sig);
 	if (r < 0)
 		goto out;
 
@@ -1820,13 +1813,8 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 		                        &res->authorization);
 		if (r < 0)
 			goto out;
-		if (x.token) {
-			res->security_token = buf_new(strlen(x.token));
-			if (!res->security_token ||
-			    (r = buf_put(res->security_token, x.token, strlen(x.token))) < 0) {
-				r = r < 0 ? r : -ENOMEM;
-				goto out;
-			}
+		if (x.token.p) {
+			res->security_token = x.cred.session_token;
 			res->security_token_add = token_add;
 		}
 	} else {
@@ -1918,12 +1906,16 @@ int sigv4_stream_new(const uint8_t signing_key[32], const char *timestamp, const
 	    strlen(scope) >= SCOPE_MAX || !seed_signature ||
 	    !is_sig_hex(span_of(seed_signature, strlen(seed_signature))))
 		return SLATE_ERR_INVALID_FORMAT;
-	s = calloc(1, sizeof(*s));
+	/* Guarded memory for the derived key (and what goes with it): one allocation per upload. */
+	if (sodium_init() < 0)
+		return SLATE_ERR_CRYPTO;
+	s = sodium_malloc(sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	memset(s, 0, sizeof(*s));
 	r = crypto_begin(&s->c);
 	if (r < 0) {
-		free(s);
+		sodium_free(s);
 		return r;
 	}
 	s->trailer_md = EVP_MD_CTX_new();
@@ -1949,8 +1941,7 @@ void sigv4_stream_free(struct sigv4_stream *s)
 	crypto_done(&s->c);
 	EVP_MD_CTX_free(s->trailer_md);
 	free(s->data);
-	sodium_memzero(s, sizeof(*s));
-	free(s);
+	sodium_free(s); /* wipes */
 }
 
 bool sigv4_stream_done(const struct sigv4_stream *s)

@@ -19,9 +19,12 @@
  * AWSAccessKeyId=), another algorithm -- is SIGV4_ERR_UNSUPPORTED: the proxy answers it with a
  * refusal and never forwards it (it carries the placeholder).
  *
- * Crypto is OpenSSL's (EVP_MAC HMAC, EVP_Digest SHA-256); derived signing keys and the real
- * values handed out are wiped (sodium_memzero) when freed. Every parser here is bounded by the
- * SIGV4_MAX_* limits below and fuzzed (tests/fuzz/fuzz-sigv4.c).
+ * Crypto is OpenSSL's (EVP_MAC HMAC, EVP_Digest SHA-256). The real values are used where the
+ * lookup keeps them (secure buffers), never copied; derived signing keys live in sodium_malloc()
+ * memory (a cache of recent ones, each stream's own) or on the stack, wiped after use; what is
+ * handed out (the new Authorization, a presigned target holding the real token) is wiped when
+ * freed. Every parser here is bounded by the SIGV4_MAX_* limits below and fuzzed
+ * (tests/fuzz/fuzz-sigv4.c).
  */
 
 #include <stdbool.h>
@@ -194,7 +197,9 @@ struct sigv4_stream;
  * What to change in the request. Free with sigv4_resigned_free (it wipes what it frees).
  *   SIGV4_AUTH_HEADER: set the Authorization header's value to authorization. When
  *     security_token is set, the X-Amz-Security-Token header must carry it: replace the value
- *     of the one there, or add the header when security_token_add.
+ *     of the one there, or add the header when security_token_add. security_token is the
+ *     lookup's own secure buffer (borrowed, not copied: valid as long as the credentials the
+ *     lookup handed out, e.g. the connection's secret set).
  *   SIGV4_AUTH_QUERY: send target as the request-target (the query re-signed: real key id,
  *     real session token, new signature; every other parameter as it was).
  *   stream: for STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER] bodies, pass the (aws-chunked)
@@ -205,7 +210,7 @@ struct sigv4_resigned {
 	enum sigv4_auth_kind kind;
 	char *authorization;
 	char *target;
-	struct buf *security_token; /* secure buffer: the real session token */
+	const struct buf *security_token; /* the real session token (borrowed) */
 	bool security_token_add;
 	struct sigv4_stream *stream;
 	char service[SIGV4_MAX_SCOPE_PART + 1];
