@@ -8,3 +8,7 @@ EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_t
 
 # The guest channel end to end: exec, shell PTYs, run --rm, proven-boot checkpoints.
 integration_tests += tests/integration/exec.sh
+
+# Secrets as the guest sees them: provisioned placeholders, and no real value in the guest's
+# environment, files, memory or disks.
+integration_tests += tests/integration/secrets-guest.sh

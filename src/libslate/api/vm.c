@@ -698,6 +698,32 @@ int api_vm_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err,
 	return r;
 }
 
+/*
+ * An orderly shutdown asked through the guest agent: images without an ACPI daemon (the test
+ * image's busybox init) ignore the power button. systemd guests get `systemctl poweroff`; others
+ * a sync and an immediate power-off. The command's end is not awaited (the agent goes with the
+ * guest); vm_stop's ACPI request and wait follow either way.
+ */
+static bool guest_poweroff(struct daemon_ctx *d, const char *name)
+{
+	static const char script[] = "if [ -d /run/systemd/system ]; then systemctl --no-block "
+	                             "poweroff; else sync; (sleep 0.2; poweroff -f) & fi";
+	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
+	struct channel_info ci;
+	char out[256], err[256];
+	int status;
+
+	if (!req || !d->channels || channels_info(d->channels, name, &ci) < 0 || !ci.ready)
+		return false;
+	req->args[req->n_args++] = (struct ex_str){"sh", 2};
+	req->args[req->n_args++] = (struct ex_str){"-c", 2};
+	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
+	req->user = (struct ex_str){"root", 4};
+	if (exec_collect(d, name, req, NULL, 3000, out, sizeof(out), &status, err, sizeof(err)) < 0)
+		log_ws(LOG_DEBUG, name, "power-off through the guest agent: %s", err);
+	return true;
+}
+
 static int stop_stream(struct api_stream *s, void *arg)
 {
 	struct vm_op *op = arg;
@@ -722,7 +748,10 @@ static int stop_stream(struct api_stream *s, void *arg)
 	if (r < 0)
 		return stream_fail(s, API_ERR_UNAVAILABLE, "stop %s: cannot connect to %s: %s",
 		                   op->name, d->libvirt_uri, vm_last_error());
+	bool asked = mode == VM_STOP_SHUTDOWN && guest_poweroff(d, op->name);
 	r = vm_stop(conn, op->name, mode, op->timeout_s, progress, s, &sr, errbuf, sizeof(errbuf));
+	if (r >= 0 && asked)
+		sr.was_running = true; /* it went before vm_stop looked */
 	if (r >= 0 && mode != VM_STOP_SUSPEND)
 		ro_unbind_all(d, op->name);
 	if (r < 0)

@@ -336,8 +336,12 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 	return 0;
 }
 
-static int wait_inactive(virDomainPtr dom, double deadline)
+/* Waits for the domain to go; says so every few seconds, so that a client (and an API stream's
+ * idle timeout) sees the stop is still under way. */
+static int wait_inactive(virDomainPtr dom, double deadline, vm_progress_fn progress, void *userdata)
 {
+	double start = now_s(), next = start + 5;
+
 	for (;;) {
 		int a = virDomainIsActive(dom);
 		if (a == 0)
@@ -346,6 +350,13 @@ static int wait_inactive(virDomainPtr dom, double deadline)
 			return -EIO;
 		if (now_s() >= deadline)
 			return -ETIMEDOUT;
+		if (now_s() >= next) {
+			char d[64];
+			(void)snprintf(d, sizeof(d), "for the guest to power off (%.0f s)",
+			               now_s() - start);
+			step(progress, userdata, "waiting", d);
+			next += 5;
+		}
 		sleep_ms(100);
 	}
 }
@@ -411,7 +422,7 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 			(void)virDomainResume(dom);
 		if (virDomainShutdownFlags(dom, VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) < 0)
 			log_ws(LOG_DEBUG, workspace, "ACPI shutdown: %s", vm_last_error());
-		r = wait_inactive(dom, t0 + timeout_s);
+		r = wait_inactive(dom, t0 + timeout_s, progress, userdata);
 		if (r == -ETIMEDOUT) {
 			char d[96];
 			(void)snprintf(d, sizeof(d), "no power-off within %u s: destroying",
