@@ -55,8 +55,9 @@ aws_secret=$(rand 40)
 aws_token=$(rand 120)
 generic=gen-$(rand 40)
 doomed=doomed-$(rand 40)
+late=late-$(rand 40)
 values=("$anthropic" "$openai" "$github" "$gitlab" "$aws_id" "$aws_secret" "$aws_token" "$generic"
-    "$doomed")
+    "$doomed" "$late")
 printf '%s\n' "${values[@]}" >"$work/values.txt"
 # no_real_value FILE WHAT: one pass over FILE for every real value at once.
 no_real_value() {
@@ -116,6 +117,14 @@ virsh -q -c "$SLATE_TEST_URI" dump --memory-only "slate-$ws" "$work/mem.dump" >/
 grep -qaF -- "$ph_anthropic" "$work/mem.dump" || fail "the memory scan does not even find a placeholder"
 no_real_value "$work/mem.dump" "the guest's memory"
 rm -f "$work/mem.dump"
+
+log "a secret set while the workspace runs reaches its sessions at once"
+ph_late=$(set_secret generic LATE_TOKEN "$late" --host late.example.com)
+python3 -c 'import json,sys; sys.exit(sys.argv[1] not in json.load(sys.stdin)["reprovisioned"])' \
+    "$ws" <"$work/set.json" || fail "secret set did not reprovision the running workspace"
+[ "$(gexec sh -c 'echo "$LATE_TOKEN"')" = "$ph_late" ] || fail "LATE_TOKEN not in a new session"
+gexec env >"$work/env2.txt"
+no_real_value "$work/env2.txt" "a session's environment after a change"
 
 log "a secret removed while stopped is gone from the guest after the next start"
 s stop "$ws" >/dev/null

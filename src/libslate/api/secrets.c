@@ -11,6 +11,7 @@
 
 #include "api/protocol.h"
 #include "api/routes.h"
+#include "channel/channels.h"
 #include "secrets/install.h"
 #include "secrets/secrets.h"
 #include "secrets/vault.h"
@@ -149,6 +150,49 @@ static void wipe_json_string(struct json_object *s)
 		               (size_t)json_object_get_string_len(s));
 }
 
+/*
+ * A running guest sees a changed secret at once: its workspace (or, for a global secret, each
+ * of owner's running workspaces) is provisioned again. Returns the names provisioned as a JSON
+ * array; a guest that cannot be reached is logged, not an error (its next start provisions it).
+ */
+static struct json_object *reprovision(struct daemon_ctx *d, uid_t owner, const char *ws)
+{
+	struct json_object *done = json_object_new_array();
+	struct workspace **list = NULL;
+	size_t n = 0;
+
+	if (!done || !d->channels || !d->workspaces)
+		return done;
+	if (ws) {
+		struct workspace *w = NULL;
+		if (workspace_load(d->workspaces, ws, &w) >= 0) {
+			list = calloc(1, sizeof(*list));
+			if (list) {
+				list[0] = w;
+				n = 1;
+			} else {
+				workspace_free(w);
+			}
+		}
+	} else if (workspace_list(d->workspaces, &list, &n) < 0) {
+		return done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct workspace *w = list[i];
+		struct channel_info ci;
+		char err[512] = "";
+		if (w->owner != owner || channels_info(d->channels, w->name, &ci) < 0 || !ci.ready)
+			continue;
+		if (api_vm_provision(d, w, err, sizeof(err)) < 0)
+			log_ws(LOG_WARNING, w->name, "provisioning %s after a secret change: %s",
+			       w->name, err);
+		else
+			(void)json_object_array_add(done, json_object_new_string(w->name));
+	}
+	workspace_list_free(list, n);
+	return done;
+}
+
 int handle_secret_set(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
@@ -260,7 +304,8 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	log_info("secret %s (%s) %s %s for uid %u", key, kind_s, replaced ? "replaced" : "stored",
 	         ws ? ws : "in the global vault", (unsigned)req->caller.uid);
 	if ((ws && json_add_string(o, "workspace", ws) < 0) ||
-	    json_add_bool(o, "replaced", replaced) < 0) {
+	    json_add_bool(o, "replaced", replaced) < 0 ||
+	    json_add(o, "reprovisioned", reprovision(d, owner, ws)) < 0) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -299,7 +344,8 @@ int handle_secret_delete(struct api_request *req, struct api_reply *reply)
 	o = json_object_new_object();
 	if (!o || json_add_string(o, "key", key) < 0 ||
 	    (ws && json_add_string(o, "workspace", ws) < 0) ||
-	    json_add_bool(o, "global", !ws) < 0 || json_add_bool(o, "removed", true) < 0)
+	    json_add_bool(o, "global", !ws) < 0 || json_add_bool(o, "removed", true) < 0 ||
+	    json_add(o, "reprovisioned", reprovision(d, owner, ws)) < 0)
 		return -ENOMEM;
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
