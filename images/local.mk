@@ -4,6 +4,13 @@ TEST_IMAGE_DIR = $(abs_top_builddir)/images/test/out
 EXTRA_DIST += images/test/build images/test/init images/test/initramfs-init images/test/boot \
 	images/test/demo
 
+# The production recipe: Ubuntu 24.04's catalog entry, the script that fills it in, its steps.
+EXTRA_DIST += images/ubuntu-24.04/README.md images/ubuntu-24.04/entry.json.in \
+	images/ubuntu-24.04/make-entry images/ubuntu-24.04/steps/10-grow-root.sh \
+	images/ubuntu-24.04/steps/20-slate-guest.sh images/ubuntu-24.04/steps/30-user-home.sh \
+	images/ubuntu-24.04/steps/40-egress-ca.sh images/ubuntu-24.04/steps/50-proxy.sh \
+	images/ubuntu-24.04/steps/60-no-bypass.sh
+
 # What the integration tests use inside the guest: curl (the egress proxy, issue 8) and the
 # OpenSSH client tools (the SSH agent, issue 7).
 TEST_IMAGE_PACKAGES = curl openssh-client

@@ -76,7 +76,8 @@ static int on_event(struct json_object *ev, void *ud)
 			fprintf(stderr, "postinstall step %lld of %lld: %s\n", (long long)done + 1,
 			        (long long)total, detail);
 		else
-			fprintf(stderr, "--- output of the failed step %s ---\n%s%s--- end of output ---\n",
+			fprintf(stderr,
+			        "--- output of the failed step %s ---\n%s%s--- end of output ---\n",
 			        artifact ? artifact : "", detail,
 			        *detail && detail[strlen(detail) - 1] != '\n' ? "\n" : "");
 		return 0;
@@ -429,15 +430,16 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 			int64_t applied = 0;
 			(void)json_get_int64(reply, "postinstall_applied", &applied);
 			if (applied > 0)
-				printf("%lld postinstall step%s applied: image %s is now local version "
-				       "%lld (workspaces made from an older version see base drift)\n",
+				printf("%lld postinstall step%s applied: image %s is now local "
+				       "version %lld (workspaces made from an older version see "
+				       "base drift)\n",
 				       (long long)applied, applied == 1 ? "" : "s", id,
 				       (long long)version);
 		}
 		n = pending ? (int)json_object_array_length(pending) : 0;
 		if (n > 0)
-			printf("%d postinstall step%s still pending: the catalog changed during the "
-			       "pull; pull again to review %s\n",
+			printf("%d postinstall step%s still pending: the catalog changed "
+			       "during the pull; pull again to review %s\n",
 			       n, n == 1 ? "" : "s", n == 1 ? "it" : "them");
 	}
 	return EXIT_SUCCESS;

@@ -15,7 +15,9 @@
 #     workspace made after has the marker, and `slate run` in it prints it;
 #   * failure: a later step that writes to the image and exits 3 leaves the base unchanged
 #     (version, hash, marker), shows its output, exits 1, and leaves no staging directory or
-#     installer domain behind.
+#     installer domain behind;
+#   * a new image version with steps applied before: downloaded afresh, its steps run again on
+#     the new disk without asking again.
 #
 # Run through tests/integration/run-one, which sources lib.sh.
 # shellcheck disable=SC2154
@@ -80,6 +82,12 @@ api() {
 }
 version() { s image ls --json | python3 -c 'import json,sys
 print(next(i["version"] for i in json.load(sys.stdin)["images"] if i["id"] == "test"))'; }
+no_staging() {
+    local d
+    for d in "$state"/images/.tmp-*; do
+        [ ! -e "$d" ] || fail "a staging directory was left behind: $d"
+    done
+}
 # marker FILE: /etc/marker in the ext4 disk image FILE, read on the host (no VM).
 marker() { debugfs -R 'cat /etc/marker' "$1" 2>/dev/null; }
 
@@ -109,12 +117,12 @@ print(json.dumps({"uuid": sys.argv[1], "seq": int(sys.argv[2]), "description": s
 s1=$(step_json $u1 10 "write the marker" "$step1")
 s2=$(step_json $u2 20 "append to the marker" "$step2")
 s3=$(step_json $u3 30 "fail on purpose" "$step3")
-publish() { # VERSION STEPS-JSON
+publish() { # VERSION STEPS-JSON [IMAGE-VERSION]
     cat >"$srv/stable.json" <<EOF
 {"format": "slate-catalog", "formatVersion": 1, "channel": "stable", "version": $1,
  "signedAt": "2019-01-01T00:00:00Z", "expires": "2099-01-01T00:00:00Z",
  "images": [{
-  "id": "test", "version": 1, "description": "the slate test image, from a catalog",
+  "id": "test", "version": ${3:-1}, "description": "the slate test image, from a catalog",
   "disk": {"url": "disk.img.zst", "size": $disk_size, "uncompressedSize": $raw_size,
            "sha256": "$disk_sha", "compression": "zstd", "format": "raw"},
   "boot": {"type": "kernel",
@@ -158,8 +166,9 @@ s create piold$$ --image test >/dev/null
 # Version 2 adds two steps. Without a terminal and without --yes: listed, refused, nothing done.
 publish 2 "$s1, $s2"
 expect_fail 2 "pass --yes" s image pull test </dev/null
-grep -q "write the marker" "$work/out" && grep -q "append to the marker" "$work/out" ||
+if ! grep -q "write the marker" "$work/out" || ! grep -q "append to the marker" "$work/out"; then
     fail "the pending steps were not listed: $(cat "$work/out")"
+fi
 # The daemon refuses on its own: no consent, or consent that misses a step.
 api POST /v1/images/test/pull '{}' | grep -q '"consent_required"' || fail "the daemon ran steps without consent"
 api POST /v1/images/test/pull "{\"accept_postinstall\": [\"$u1\"]}" | grep -q '"consent_required"' ||
@@ -180,7 +189,7 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["postinstall"]
 assert [s["uuid"] for s in p["applied"]] == sys.argv[2:] and not p["pending"], p' \
     "$img/catalog.json" $u1 $u2 || fail "applied steps not recorded"
 s image verify test | grep -q "^test: OK" || fail "verify after postinstall: $(s image verify test 2>&1)"
-ls -A "$state/images" | grep -q '^\.tmp-' && fail "a staging directory was left behind"
+no_staging
 # The hash slated recorded (image verify just proved the disk has it); hashing 4 GiB here would
 # take a minute.
 good_sha=$(s image ls --json | jget images.0.sha256)
@@ -214,11 +223,20 @@ done
 [ "$(marker "$img/disk.img")" = "marker from postinstall
 second" ] || fail "a failed step's write reached the base"
 s image verify test | grep -q "^test: OK" || fail "the base does not verify after a failed step"
-ls -A "$state/images" | grep -q '^\.tmp-' && fail "a staging directory was left behind"
+no_staging
 for d in $(virsh -q -c "$SLATE_TEST_URI" list --name | grep '^slate\.install-' || true); do
     virsh -q -c "$SLATE_TEST_URI" domblklist "$d" 2>/dev/null | grep -qF "$work/" &&
         fail "installer domain $d is still running"
 done
+
+# A new image version whose steps were all applied before: no consent is asked again; the fresh
+# disk is downloaded, installed (version 3) and gets the steps (version 4).
+publish 4 "$s1, $s2" 2
+s image pull test </dev/null >"$work/out" 2>"$work/err" || fail "pull of a new image version: $(cat "$work/err")"
+grep -q "postinstall step 2 of 2" "$work/err" || fail "the steps did not run on the new disk: $(cat "$work/err")"
+[ "$(version)" = 4 ] || fail "new image version: local version $(version), want 4"
+[ "$(marker "$img/disk.img")" = "marker from postinstall
+second" ] || fail "the new disk lacks the steps' changes"
 s rm piold$$ --yes >/dev/null
 s rm pinew$$ --yes >/dev/null
 stop_all

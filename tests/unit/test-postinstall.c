@@ -31,12 +31,12 @@ static const char *const uuids[] = {U1, U2};
 struct transcript {
 	const char *name;
 	const char *text;
-	bool ended;                 /* the VM is gone after it */
+	bool ended; /* the VM is gone after it */
 	enum postinstall_state want;
 	size_t done;
-	int status;                 /* exit status of a failed step, else -1 */
-	const char *output;         /* the step output must contain this (or NULL) */
-	const char *error;          /* the error must contain this (or NULL) */
+	int status;         /* exit status of a failed step, else -1 */
+	const char *output; /* the step output must contain this (or NULL) */
+	const char *error;  /* the error must contain this (or NULL) */
 };
 
 static const struct transcript transcripts[] = {
@@ -69,9 +69,8 @@ static const struct transcript transcripts[] = {
          "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-BEGIN " NONCE " " U1 "\n"
          "SLATE-INSTALL-END " NONCE " ok\n",
          true, POSTINSTALL_ERROR, 0, -1, NULL, "before every step"},
-        {"steps out of order",
-         "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-BEGIN " NONCE " " U2 "\n", true,
-         POSTINSTALL_ERROR, 0, -1, NULL, "out of order"},
+        {"steps out of order", "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-BEGIN " NONCE " " U2 "\n",
+         true, POSTINSTALL_ERROR, 0, -1, NULL, "out of order"},
         {"a step ending that did not start",
          "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-END " NONCE " " U1 " rc=0\n", true,
          POSTINSTALL_ERROR, 0, -1, NULL, "out of order"},
@@ -97,8 +96,8 @@ static const struct transcript transcripts[] = {
         {"the VM stopped mid-step",
          "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-BEGIN " NONCE " " U1 "\npartial", true,
          POSTINSTALL_ERROR, 0, -1, "partial", "stopped before it finished"},
-        {"the VM never started the steps", "[ 1.0] Kernel panic\n", true, POSTINSTALL_ERROR, 0,
-         -1, NULL, "before it ran any step"},
+        {"the VM never started the steps", "[ 1.0] Kernel panic\n", true, POSTINSTALL_ERROR, 0, -1,
+         NULL, "before it ran any step"},
         {"still running", "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-STEP-BEGIN " NONCE " " U1 "\n",
          false, POSTINSTALL_RUNNING, 0, -1, NULL, NULL},
         {"control characters are shown as '?'",
@@ -127,7 +126,8 @@ static void feed_and_check(const struct transcript *t, bool bytewise)
 	assert_int_equal(postinstall_log_done(l), t->done);
 	assert_int_equal(postinstall_log_exit_status(l), t->status);
 	if (t->output && !strstr(postinstall_log_output(l), t->output))
-		fail_msg("%s: output '%s' lacks '%s'", t->name, postinstall_log_output(l), t->output);
+		fail_msg("%s: output '%s' lacks '%s'", t->name, postinstall_log_output(l),
+		         t->output);
 	if (t->error && !strstr(postinstall_log_error(l), t->error))
 		fail_msg("%s: error '%s' lacks '%s'", t->name, postinstall_log_error(l), t->error);
 	if (!t->error)
@@ -214,10 +214,9 @@ static void test_new_refuses(void **state)
 	assert_null(l);
 	/* No steps at all: BEGIN then ok is a success. */
 	assert_int_equal(postinstall_log_new(NONCE, NULL, 0, &l), 0);
-	(void)postinstall_log_feed(l,
-	                           "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-INSTALL-END " NONCE " ok\n",
-	                           strlen("SLATE-INSTALL-BEGIN " NONCE
-	                                  "\nSLATE-INSTALL-END " NONCE " ok\n"));
+	(void)postinstall_log_feed(
+	        l, "SLATE-INSTALL-BEGIN " NONCE "\nSLATE-INSTALL-END " NONCE " ok\n",
+	        strlen("SLATE-INSTALL-BEGIN " NONCE "\nSLATE-INSTALL-END " NONCE " ok\n"));
 	assert_int_equal(postinstall_log_state(l), POSTINSTALL_SUCCEEDED);
 	postinstall_log_free(l);
 }

@@ -53,8 +53,8 @@ struct job {
 	struct daemon_ctx *d;
 	char *id;
 	char *from;
-	bool consent_all;      /* accept_postinstall: true */
-	char **consent_uuids;  /* accept_postinstall: [uuid, ...] */
+	bool consent_all;     /* accept_postinstall: true */
+	char **consent_uuids; /* accept_postinstall: [uuid, ...] */
 	size_t n_consent_uuids;
 	struct api_stream *stream;
 	struct timespec last;
@@ -173,7 +173,8 @@ static struct json_object *catalog_json(const struct daemon_ctx *d, const struct
 			    json_add_int64(s, "seq", im->steps[k].seq) < 0 ||
 			    json_add_string(s, "description", im->steps[k].description) < 0 ||
 			    json_add_string(s, "command", im->steps[k].command) < 0 ||
-			    json_add_bool(s, "applied", image_step_applied(applied, &im->steps[k])) < 0)
+			    json_add_bool(s, "applied",
+			                  image_step_applied(applied, &im->steps[k])) < 0)
 				return NULL;
 		}
 		if (d->storage && image_store_get(d->storage, im->id, &info) >= 0) {

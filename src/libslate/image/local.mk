@@ -120,3 +120,7 @@ tests_unit_test_fuzz_corpus_postinstall_log_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-postinstall-log\"
 tests_unit_test_fuzz_corpus_postinstall_log_LDADD = $(LIBSLATE_LIBS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz-postinstall-log
+
+# images/ubuntu-24.04 stays publishable: the entry parses and signs, the unit verifies.
+unit_tests += tests/unit/ubuntu-entry.test
+EXTRA_DIST += tests/unit/ubuntu-entry.test

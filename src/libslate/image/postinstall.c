@@ -32,10 +32,10 @@
 
 #define ERROR_MAX 256
 #define POLL_MS 100
-#define GRACE_S 30          /* after the verdict, for the guest to unmount and power off */
-#define GUEST_MARGIN_S 30   /* the guest's own deadline comes this much before ours */
+#define GRACE_S 30        /* after the verdict, for the guest to unmount and power off */
+#define GUEST_MARGIN_S 30 /* the guest's own deadline comes this much before ours */
 #define STEPS_FS_MIN (8ull << 20)
-#define READ_CHUNK (64u * 1024u)
+#define READ_CHUNK (16u * 1024u)
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(xmlDocPtr, xmlFreeDoc);
 
@@ -83,7 +83,8 @@ static void tail_append(struct tail *t, const char *p, size_t n)
 	}
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)p[i];
-		t->text[t->len++] = (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' ? (char)c : '?';
+		t->text[t->len++] =
+		        (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' ? (char)c : '?';
 	}
 	t->text[t->len] = '\0';
 }
@@ -372,6 +373,15 @@ static bool regular_file(const char *dir, const char *name)
 	return p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+static bool trusted_file(const char *dir, const char *name)
+{
+	_cleanup_free_ char *p = fs_path_join(dir, name);
+	struct stat st;
+
+	return p && stat(p, &st) == 0 && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+	       (st.st_mode & 022) == 0;
+}
+
 /* The installer's directory: cfg's, <state>/installer, or SLATE_DATA_DIR/installer. */
 static int installer_find(const struct postinstall_config *cfg, char **ret,
                           struct catalog_error *err)
@@ -391,11 +401,28 @@ static int installer_find(const struct postinstall_config *cfg, char **ret,
 		}
 		candidates[n++] = SLATE_DATA_DIR "/" POSTINSTALL_INSTALLER_SUBDIR;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (regular_file(candidates[i], "vmlinuz") && regular_file(candidates[i], "initrd.img")) {
-			*ret = strdup(candidates[i]);
-			return *ret ? 0 : -ENOMEM;
-		}
+	for (size_t i = 0; i < n; i++) {
+		const char *bad = NULL;
+
+		if (!regular_file(candidates[i], "vmlinuz") ||
+		    !regular_file(candidates[i], "initrd.img"))
+			continue;
+		/* The installer runs as root over every base image: only root may have made it. */
+		if (!trusted_file(candidates[i], "vmlinuz"))
+			bad = "vmlinuz";
+		else if (!trusted_file(candidates[i], "initrd.img"))
+			bad = "initrd.img";
+		else if (regular_file(candidates[i], "slate-guest") &&
+		         !trusted_file(candidates[i], "slate-guest"))
+			bad = "slate-guest";
+		if (bad)
+			return catalog_error_set(err, -EPERM,
+			                         "installer: %s/%s is not owned by root or may be "
+			                         "written by others: refused",
+			                         candidates[i], bad);
+		*ret = strdup(candidates[i]);
+		return *ret ? 0 : -ENOMEM;
+	}
 	return catalog_error_set(err, -ENOENT,
 	                         "no installer kernel: postinstall steps run in an installer VM "
 	                         "that boots vmlinuz and initrd.img from %s (or %s); see "
@@ -441,7 +468,8 @@ static int random_hex(char *out, size_t digits)
 	static const char hexd[] = "0123456789abcdef";
 	uint8_t rnd[32];
 
-	if (digits > 2 * sizeof(rnd) || getrandom(rnd, (digits + 1) / 2, 0) != (ssize_t)((digits + 1) / 2))
+	if (digits > 2 * sizeof(rnd) ||
+	    getrandom(rnd, (digits + 1) / 2, 0) != (ssize_t)((digits + 1) / 2))
 		return -EIO;
 	for (size_t i = 0; i < digits; i++)
 		out[i] = hexd[(rnd[i / 2] >> (i % 2 ? 0 : 4)) & 15];
@@ -473,7 +501,8 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 		r = fs_open_dir_at(tree_fd, "steps", &steps_fd);
 	if (r >= 0)
 		r = fs_open_dir_at(tree_fd, "files", &files_fd);
-	if (r >= 0 && asprintf(&config, "nonce=%s\ndeadline=%u\ncount=%zu\n", nonce, deadline_s, n) < 0)
+	if (r >= 0 &&
+	    asprintf(&config, "nonce=%s\ndeadline=%u\ncount=%zu\n", nonce, deadline_s, n) < 0)
 		r = -ENOMEM;
 	if (r >= 0)
 		r = write_file_at(tree_fd, "config", config, strlen(config), 0600);
@@ -485,8 +514,8 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 		r = write_file_at(steps_fd, name, uuid, strlen(uuid), 0600);
 		(void)snprintf(name, sizeof(name), "%04zu.cmd", i);
 		if (r >= 0)
-			r = write_file_at(steps_fd, name, steps[i].command, strlen(steps[i].command),
-			                  0600);
+			r = write_file_at(steps_fd, name, steps[i].command,
+			                  strlen(steps[i].command), 0600);
 		total += strlen(steps[i].command) + 4096;
 	}
 	if (r >= 0 && guest) {
@@ -509,10 +538,10 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 	if (!tree || !image)
 		return -ENOMEM;
 	{
-		const char *argv[] = {"mke2fs", "-q",   "-t", "ext4",       "-O",
-		                      "^has_journal",   "-F", "-m",         "0",
-		                      "-L",    "slate-steps", "-E", "root_owner=0:0",
-		                      "-d",    tree,    image, size_arg,    NULL};
+		const char *argv[] = {
+		        "mke2fs", "-q",  "-t",     "ext4",        "-O", "^has_journal",   "-F",
+		        "-m",     "0",   "-L",     "slate-steps", "-E", "root_owner=0:0", "-d",
+		        tree,     image, size_arg, NULL};
 		r = spawn_run(argv, &out);
 	}
 	(void)rmtree_at(stage_fd, "steps.d");
@@ -622,7 +651,8 @@ static int domain_xml(const struct domain_spec *sp, char **ret)
 	ok = devices && add_disk(devices, sp->disk, "vda", false) &&
 	     add_disk(devices, sp->steps, "vdb", true);
 	serial = ok ? node(devices, "serial") : NULL;
-	ok = ok && prop(serial, "type", "file") && prop(node(serial, "source"), "path", sp->console) &&
+	ok = ok && prop(serial, "type", "file") &&
+	     prop(node(serial, "source"), "path", sp->console) &&
 	     prop(node(serial, "target"), "port", "0");
 	ctl = ok ? node(devices, "controller") : NULL;
 	ok = ok && prop(ctl, "type", "usb") && prop(ctl, "model", "none") &&
@@ -650,34 +680,34 @@ static int console_read(struct console_reader *c, struct postinstall_log *l)
 	char buf[READ_CHUNK];
 	struct stat st;
 
-	if (c->fd < 0) {
-		c->fd = open(c->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-		if (c->fd < 0)
-			return errno == ENOENT ? 0 : -errno;
-		if (fstat(c->fd, &st) < 0)
-			return -errno;
-		c->ino = st.st_ino;
-	}
 	for (;;) {
-		ssize_t n = read(c->fd, buf, sizeof(buf));
+		if (c->fd < 0) {
+			c->fd = open(c->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+			if (c->fd < 0)
+				return errno == ENOENT ? 0 : -errno;
+			if (fstat(c->fd, &st) < 0)
+				return -errno;
+			c->ino = st.st_ino;
+		}
+		for (;;) {
+			ssize_t n = read(c->fd, buf, sizeof(buf));
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		c->total += (uint64_t)n;
-		if (c->total > POSTINSTALL_CONSOLE_MAX)
-			return -EFBIG;
-		(void)postinstall_log_feed(l, buf, (size_t)n);
-	}
-	/* Rotated: what was left in the old file has been read; go on with the new one. */
-	if (stat(c->path, &st) == 0 && st.st_ino != c->ino) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				break;
+			c->total += (uint64_t)n;
+			if (c->total > POSTINSTALL_CONSOLE_MAX)
+				return -EFBIG;
+			(void)postinstall_log_feed(l, buf, (size_t)n);
+		}
+		/* Rotated: what was left in the old file has been read; go on with the new one. */
+		if (stat(c->path, &st) < 0 || st.st_ino == c->ino)
+			return 0;
 		c->fd = safe_close(c->fd);
-		return console_read(c, l);
 	}
-	return 0;
 }
 
 static double now_s(void)
@@ -740,8 +770,8 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 		if (r < 0)
 			break;
 		st = postinstall_log_state(l);
-		if (st == POSTINSTALL_RUNNING && progress && reported != postinstall_log_current(l) &&
-		    postinstall_log_current(l) < n) {
+		if (st == POSTINSTALL_RUNNING && progress &&
+		    reported != postinstall_log_current(l) && postinstall_log_current(l) < n) {
 			size_t i = postinstall_log_current(l);
 			struct postinstall_progress p = {.step = i, .n_steps = n, .s = &steps[i]};
 			reported = i;
@@ -771,14 +801,15 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 	c.fd = safe_close(c.fd);
 	(void)postinstall_log_end(l);
 	if (r == -ETIMEDOUT)
-		return catalog_error_set(err, r,
-		                         "installer: the steps did not finish within %u s; the console "
-		                         "said:\n%s",
-		                         timeout_s, postinstall_log_console_tail(l));
+		return catalog_error_set(
+		        err, r,
+		        "installer: the steps did not finish within %u s (after %zu "
+		        "of %zu)",
+		        timeout_s, postinstall_log_done(l), n);
 	if (r == -EFBIG)
-		return catalog_error_set(err, r,
-		                         "installer: the VM wrote more than %llu MiB to its console",
-		                         POSTINSTALL_CONSOLE_MAX >> 20);
+		return catalog_error_set(
+		        err, r, "installer: the VM wrote more than %llu MiB to its console",
+		        POSTINSTALL_CONSOLE_MAX >> 20);
 	if (r < 0)
 		return catalog_error_set(err, r, "installer: reading its console %s: %s",
 		                         sp->console, slate_strerror(r));
@@ -844,8 +875,9 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 		                ? fs_path_join(SLATE_BIN_DIR, "slate-guest")
 		                : NULL;
 		if (!guest)
-			log_debug("postinstall: no slate-guest in %s or %s; steps will not find one",
-			          installer, SLATE_BIN_DIR);
+			log_debug(
+			        "postinstall: no slate-guest in %s or %s; steps will not find one",
+			        installer, SLATE_BIN_DIR);
 	}
 
 	r = image_store_get(cfg->storage, id, &old);
@@ -924,15 +956,15 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 		goto fail;
 	}
 	(void)snprintf(cmdline, sizeof(cmdline), "console=ttyS0 panic=-1 quiet slate.install");
-	sp = (struct domain_spec){.name = name,
-	                          .kvm = vm_kvm_usable(cfg->libvirt_uri ? cfg->libvirt_uri
-	                                                                : "qemu:///system") > 0,
-	                          .kernel = kernel,
-	                          .initrd = initrd,
-	                          .cmdline = cmdline,
-	                          .disk = disk,
-	                          .steps = steps_img,
-	                          .console = console};
+	sp = (struct domain_spec){
+	        .name = name,
+	        .kvm = vm_kvm_usable(cfg->libvirt_uri ? cfg->libvirt_uri : "qemu:///system") > 0,
+	        .kernel = kernel,
+	        .initrd = initrd,
+	        .cmdline = cmdline,
+	        .disk = disk,
+	        .steps = steps_img,
+	        .console = console};
 	log_info("image %s: running %zu postinstall step%s in installer VM %s (%s)", id, n,
 	         n == 1 ? "" : "s", name, vm_accel_name(sp.kvm));
 	t0 = now_s();
@@ -940,6 +972,17 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	res.seconds = now_s() - t0;
 	res.kvm = sp.kvm;
 	res.n_done = postinstall_log_done(l);
+	if (r == -ETIMEDOUT && progress) {
+		size_t i = postinstall_log_current(l);
+		struct postinstall_progress p = {.step = i,
+		                                 .n_steps = n,
+		                                 .s = i < n ? &steps[i] : NULL,
+		                                 .output =
+		                                         i < n && postinstall_log_output(l)[0]
+		                                                 ? postinstall_log_output(l)
+		                                                 : postinstall_log_console_tail(l)};
+		progress(&p, ud);
+	}
 	if (r < 0)
 		goto fail;
 
@@ -958,11 +1001,12 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 		log_warning("image %s: postinstall step %zu of %zu (%s) exited with status %d; the "
 		            "image is unchanged",
 		            id, i + 1, n, steps[i].uuid, postinstall_log_exit_status(l));
-		r = catalog_error_set(err, -ECANCELED,
-		                      "postinstall step %zu of %zu, \"%s\" (%s), exited with status "
-		                      "%d; image %s is unchanged (version %" PRId64 ")",
-		                      i + 1, n, steps[i].description, steps[i].uuid,
-		                      postinstall_log_exit_status(l), id, old->version);
+		r = catalog_error_set(
+		        err, -ECANCELED,
+		        "postinstall step %zu of %zu, \"%s\" (%s), exited with status "
+		        "%d; image %s is unchanged (version %" PRId64 ")",
+		        i + 1, n, steps[i].description, steps[i].uuid,
+		        postinstall_log_exit_status(l), id, old->version);
 		goto fail;
 	}
 	default:
@@ -972,18 +1016,25 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 			                                 .output = postinstall_log_console_tail(l)};
 			progress(&p, ud);
 		}
-		r = catalog_error_set(err, -EPROTO,
-		                      "postinstall: %s (after %zu of %zu steps); image %s is unchanged",
-		                      postinstall_log_error(l), postinstall_log_done(l), n, id);
+		r = catalog_error_set(
+		        err, -EPROTO,
+		        "postinstall: %s (after %zu of %zu steps); image %s is unchanged",
+		        postinstall_log_error(l), postinstall_log_done(l), n, id);
 		goto fail;
 	}
 
 	/* Every step exited 0: the clone becomes the image. */
 	for (size_t i = 0; i < ELEMENTSOF(stage_scratch); i++)
 		(void)unlinkat(stage_fd, stage_scratch[i], 0);
+	for (int i = 0; i < 10; i++) {
+		char rotated[32];
+		(void)snprintf(rotated, sizeof(rotated), "console.log.%d", i);
+		(void)unlinkat(stage_fd, rotated, 0);
+	}
 	r = fs_write_atomic_at(stage_fd, "catalog.json", catalog_json, strlen(catalog_json), 0444);
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "recording the applied steps: %s", slate_strerror(r));
+		(void)catalog_error_set(err, r, "recording the applied steps: %s",
+		                        slate_strerror(r));
 		goto fail;
 	}
 	r = verify_file_sha256(stage_fd, "disk.img", sha, NULL, NULL);
@@ -994,9 +1045,9 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	verify_hex(sha, hex);
 	if (expect_version > 0 &&
 	    (image_store_get(cfg->storage, id, &now) < 0 || now->version != old->version)) {
-		r = catalog_error_set(err, -ESTALE,
-		                      "image %s changed while its postinstall steps ran: pull again",
-		                      id);
+		r = catalog_error_set(
+		        err, -ESTALE,
+		        "image %s changed while its postinstall steps ran: pull again", id);
 		goto fail;
 	}
 	info.id = (char *)id;

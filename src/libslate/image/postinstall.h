@@ -46,7 +46,7 @@
 #define POSTINSTALL_TIMEOUT_S 1800  /* the whole run, boot included */
 #define POSTINSTALL_MEMORY_MIB 1024 /* the installer VM's memory */
 #define POSTINSTALL_DOMAIN_PREFIX "slate.install-"
-#define POSTINSTALL_INSTALLER_SUBDIR "installer" /* below the state directory */
+#define POSTINSTALL_INSTALLER_SUBDIR "installer"   /* below the state directory */
 #define POSTINSTALL_GUEST_DIR "/run/slate-install" /* what steps see of the installer */
 /* A failing step's output is kept up to this much (its end); the console's tail likewise. */
 #define POSTINSTALL_OUTPUT_MAX (16u * 1024u)
@@ -108,7 +108,7 @@ struct postinstall_config {
 };
 
 struct postinstall_progress {
-	size_t step;    /* 0-based index of the step starting, or n_steps when done */
+	size_t step; /* 0-based index of the step starting, or n_steps when done */
 	size_t n_steps;
 	const struct catalog_step *s; /* the step starting, or NULL */
 	const char *output;           /* set once, when a step failed: its output */

@@ -489,9 +489,10 @@ static struct json_object *step_json(const struct catalog_step *st)
 {
 	struct json_object *s = json_object_new_object();
 
-	if (s && (json_add_string(s, "uuid", st->uuid) < 0 || json_add_int64(s, "seq", st->seq) < 0 ||
-	          json_add_string(s, "description", st->description) < 0 ||
-	          json_add_string(s, "command", st->command) < 0)) {
+	if (s &&
+	    (json_add_string(s, "uuid", st->uuid) < 0 || json_add_int64(s, "seq", st->seq) < 0 ||
+	     json_add_string(s, "description", st->description) < 0 ||
+	     json_add_string(s, "command", st->command) < 0)) {
 		json_object_put(s);
 		return NULL;
 	}
@@ -501,8 +502,7 @@ static struct json_object *step_json(const struct catalog_step *st)
 /* catalog.json: where the image came from, and which of its steps are applied (applied, may be
  * NULL: none) or pending (the catalog's others). */
 static int source_json(const struct catalog *c, const struct catalog_image *img,
-                       const char *disk_sha, bool consent, struct json_object *applied,
-                       char **ret)
+                       const char *disk_sha, bool consent, struct json_object *applied, char **ret)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
 	struct json_object *disk = artifact_json(&img->disk), *pi = json_object_new_object();
@@ -679,8 +679,8 @@ static int run_pending(const struct pull_config *cfg, const struct catalog *cat,
 		return -ENOMEM;
 	/* What was applied stays recorded (it is in the disk); then the steps run now. */
 	for (size_t i = 0; applied && i < json_object_array_length(applied); i++)
-		if (json_object_array_add(now, json_object_get(
-		                                       json_object_array_get_idx(applied, i))) < 0)
+		if (json_object_array_add(
+		            now, json_object_get(json_object_array_get_idx(applied, i))) < 0)
 			return -ENOMEM;
 	for (size_t i = 0; i < img->n_steps; i++) {
 		struct json_object *s;
@@ -780,8 +780,9 @@ static void raw_sha_of(const struct pull_config *cfg, const struct image_info *i
 	const char *v = NULL;
 
 	(void)snprintf(out, 65, "%s", info->sha256);
-	if (image_store_open_dir(cfg->storage, info->id, &dfd) >= 0 && source_load(dfd, &src) >= 0 &&
-	    json_get_string(src, "rawSha256", &v) >= 0 && strlen(v) == 64)
+	if (image_store_open_dir(cfg->storage, info->id, &dfd) >= 0 &&
+	    source_load(dfd, &src) >= 0 && json_get_string(src, "rawSha256", &v) >= 0 &&
+	    strlen(v) == 64)
 		memcpy(out, v, 65);
 }
 
@@ -830,12 +831,12 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 		return catalog_error_set(err, r, "out of memory");
 	missing = unconsented(img, prev, consent, &first);
 	if (missing > 0)
-		return catalog_error_set(err, PULL_ERR_CONSENT,
-		                         "image %s has %zu postinstall step%s not accepted yet "
-		                         "(the first: \"%s\", %s): review them (slate catalog show) "
-		                         "and accept them (slate image pull %s --yes)",
-		                         id, missing, missing == 1 ? "" : "s", first->description,
-		                         first->uuid, id);
+		return catalog_error_set(
+		        err, PULL_ERR_CONSENT,
+		        "image %s has %zu postinstall step%s not accepted yet "
+		        "(the first: \"%s\", %s): review them (slate catalog show) "
+		        "and accept them (slate image pull %s --yes)",
+		        id, missing, missing == 1 ? "" : "s", first->description, first->uuid, id);
 	if (is_current(cfg, img)) {
 		r = image_store_get(cfg->storage, id, &res.info);
 		if (r >= 0) {
@@ -962,8 +963,9 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	log_info("pulled image %s version %" PRId64 " from catalog %s version %" PRId64
 	         " (%zu postinstall steps to run)",
 	         id, img->version, cat->channel, cat->version, img->n_steps);
-	/* A catalog refreshed between tries may list steps the caller has not seen. */
-	missing = unconsented(img, NULL, consent, &first);
+	/* A catalog refreshed between tries may list steps the caller has not seen (those applied
+	 * to the image this one replaces were accepted then). */
+	missing = unconsented(img, prev, consent, &first);
 	if (missing > 0) {
 		pull_result_done(&res);
 		return catalog_error_set(err, PULL_ERR_CONSENT,
