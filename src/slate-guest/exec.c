@@ -303,10 +303,18 @@ static char *str_dup(const struct ex_str *s)
 static size_t provisioned_env(char **out, size_t max)
 {
 	static const char *const fixed[] = {
-	        "SSH_AUTH_SOCK=/run/slate/ssh-agent.sock", "http_proxy=http://127.0.0.1:3128",
-	        "https_proxy=http://127.0.0.1:3128",       "HTTP_PROXY=http://127.0.0.1:3128",
-	        "HTTPS_PROXY=http://127.0.0.1:3128",       "no_proxy=localhost,127.0.0.1,::1",
+	        "SSH_AUTH_SOCK=/run/slate/ssh-agent.sock",
+	        "http_proxy=http://127.0.0.1:3128",
+	        "https_proxy=http://127.0.0.1:3128",
+	        "HTTP_PROXY=http://127.0.0.1:3128",
+	        "HTTPS_PROXY=http://127.0.0.1:3128",
+	        "no_proxy=localhost,127.0.0.1,::1",
 	        "NO_PROXY=localhost,127.0.0.1,::1",
+	        /* Runtimes with trust stores of their own take the system bundle, which holds
+	         * the egress CA once provisioning ran. */
+	        "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt",
+	        "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
+	        "PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
 	};
 	char line[4096];
 	size_t n = 0;
@@ -377,9 +385,7 @@ static int resolve_user(struct exec *e, const struct ex_request *req, struct gue
 		}
 	} else if (euid == 0) {
 		/* The workspace user when the image has one, else root. */
-		if (user_lookup("slate", 5, 0, u) < 0 && user_lookup(NULL, 0, 0, u) < 0)
-			*u = (struct guest_user){
-			        .name = "root", .home = "/root", .shell = "/bin/sh"};
+		(void)user_default(u);
 	} else if (user_lookup(NULL, 0, euid, u) < 0) {
 		*u = (struct guest_user){.name = "nobody", .home = "/", .shell = "/bin/sh"};
 		u->uid = euid;

@@ -153,6 +153,9 @@ struct guest_user {
 	char shell[256];
 };
 
+/* The workspace user: "slate" (the test image), else uid 1000 (ubuntu on Ubuntu images), else
+ * root. Returns 0. */
+int user_default(struct guest_user *u);
 /* Looks a user up in /etc/passwd by name (len bytes) or, with name NULL, by uid. */
 int user_lookup(const char *name, size_t len, uid_t uid, struct guest_user *ret);
 /* The user's groups from /etc/group, the primary one first. Returns how many (<= max). */

@@ -5,8 +5,10 @@
  *
  *   SLATE-PROVISION 1\n
  *   env NAME=VALUE\n                          one per variable; VALUE has no newline
- *   file MODE USER LEN PATH\n<LEN bytes>\n     an absolute PATH, written atomically, owned
- *                                             by USER (and its parent directories it creates)
+ *   file MODE USER LEN PATH\n<LEN bytes>\n     PATH absolute or "~/..." (USER's home), written
+ *                                             atomically, owned by USER (and the parent
+ *                                             directories it creates); USER "-" is the
+ *                                             workspace user (user_default())
  *   ca LEN\n<LEN bytes>\n                      a PEM certificate for the trust store
  *   end\n
  *
@@ -248,12 +250,22 @@ int provision_main(void)
 			int off = 0;
 			struct guest_user u;
 			if (sscanf(line + 5, "%o %63s %lu %n", &mode, user, &len, &off) != 3 ||
-			    off <= 0 || line[5 + off] != '/' || len > PROVISION_MAX_FILE ||
+			    off <= 0 || len > PROVISION_MAX_FILE ||
 			    strstr(line + 5 + off, "/../") || mode > 07777)
 				return fail("bad file line: %s", line);
-			if (user_lookup(user, strlen(user), 0, &u) < 0)
+			if (strcmp(user, "-") == 0)
+				(void)user_default(&u);
+			else if (user_lookup(user, strlen(user), 0, &u) < 0)
 				return fail("no user %s", user);
-			char *path = strdup(line + 5 + off), *data = read_blob(len);
+			const char *given = line + 5 + off;
+			char full[PATH_MAX];
+			if (strncmp(given, "~/", 2) == 0)
+				(void)snprintf(full, sizeof(full), "%s/%s", u.home, given + 2);
+			else if (given[0] == '/')
+				(void)snprintf(full, sizeof(full), "%s", given);
+			else
+				return fail("bad file path: %s", given);
+			char *path = strdup(full), *data = read_blob(len);
 			char **np = realloc(paths, (n_paths + 1) * sizeof(*paths));
 			if (!path || !data || !np)
 				return fail("%s", "truncated file contents");

@@ -113,3 +113,13 @@ int user_groups(const struct guest_user *u, gid_t *groups, int max)
 	(void)fclose(f);
 	return n;
 }
+
+int user_default(struct guest_user *u)
+{
+	if (user_lookup("slate", 5, 0, u) == 0 || user_lookup(NULL, 0, 1000, u) == 0)
+		return 0;
+	if (user_lookup(NULL, 0, 0, u) == 0)
+		return 0;
+	*u = (struct guest_user){.name = "root", .home = "/root", .shell = "/bin/sh"};
+	return 0;
+}

@@ -432,7 +432,8 @@ def t_environment(h):
     # unless a real guest provisioned it).
     s = h.run(["env"])
     names = sorted(l.split(b"=")[0] for l in s.out().splitlines())
-    expected = [b"HOME", b"HTTPS_PROXY", b"HTTP_PROXY", b"LOGNAME", b"NO_PROXY", b"PATH", b"SHELL",
+    expected = [b"HOME", b"HTTPS_PROXY", b"HTTP_PROXY", b"LOGNAME", b"NODE_EXTRA_CA_CERTS",
+                b"NO_PROXY", b"PATH", b"PIP_CERT", b"REQUESTS_CA_BUNDLE", b"SHELL",
                 b"SSH_AUTH_SOCK", b"USER", b"http_proxy", b"https_proxy", b"no_proxy"]
     extra = set()
     if os.path.exists("/run/slate/env"):

@@ -25,7 +25,8 @@
 #include "workspace/workspace.h"
 
 #define PROVISION_REQUEST_MAX (4u << 20)
-#define PROVISION_TIMEOUT_MS 60000u
+/* update-ca-certificates alone takes tens of seconds on Ubuntu under TCG. */
+#define PROVISION_TIMEOUT_MS 300000u
 
 /*
  * What the guest gets: *ret_view ({"env": {...}, "files": [...]}) from the workspace's secrets and
@@ -92,8 +93,8 @@ static int render_view(struct buf *b, struct json_object *view, const char *user
 			const char *path, *content;
 			int64_t mode = 0600;
 			if (json_get_string(f, "path", &path) < 0 ||
-			    json_get_string(f, "content", &content) < 0 || path[0] != '/' ||
-			    !one_line(path))
+			    json_get_string(f, "content", &content) < 0 ||
+			    (path[0] != '/' && strncmp(path, "~/", 2) != 0) || !one_line(path))
 				return -EINVAL;
 			(void)json_get_int64(f, "mode", &mode);
 			r = buf_putf(b, "file %o %s %zu %s\n", (unsigned)(mode & 07777), user,
@@ -120,12 +121,14 @@ int api_vm_provision(struct daemon_ctx *d, const struct workspace *w, char *err,
 
 	if (!req || !b)
 		return -ENOMEM;
-	r = provision_collect(d, w, "/home/slate", &view, &ca, err, errlen);
+	/* "~": slate-guest puts the files in its workspace user's home, whatever the image calls
+	 * it (/home/slate on the test image, /home/ubuntu on Ubuntu). */
+	r = provision_collect(d, w, "~", &view, &ca, err, errlen);
 	if (r < 0)
 		return r;
 	r = buf_putf(b, "SLATE-PROVISION 1\n");
 	if (r >= 0)
-		r = render_view(b, view, "slate");
+		r = render_view(b, view, "-");
 	if (r >= 0 && ca)
 		r = buf_putf(b, "ca %zu\n%s\n", strlen(ca), ca);
 	if (r >= 0)

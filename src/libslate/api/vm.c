@@ -283,7 +283,8 @@ static int mount_shares(struct daemon_ctx *d, const struct workspace *w, char *e
 {
 	static const char script[] =
 	        "set -e\n"
-	        "u=slate; grep -q '^slate:' /etc/passwd || u=root\n"
+	        "u=slate; grep -q '^slate:' /etc/passwd ||\n"
+	        "  u=$(awk -F: '$3==1000{print $1; exit}' /etc/passwd); [ -n \"$u\" ] || u=root\n"
 	        "home=$(awk -F: -v u=$u '$1==u{print $6}' /etc/passwd)\n"
 	        "while [ $# -ge 3 ]; do\n"
 	        "  tag=$1 dir=$2 ro=$3; shift 3\n"

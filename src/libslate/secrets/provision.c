@@ -199,7 +199,8 @@ int provision_render(const struct secret_set *s, const char *guest_home, struct 
 	struct files files = {0};
 	int r = 0;
 
-	if (!guest_home || guest_home[0] != '/')
+	/* "~" leaves "~/..." paths for slate-guest to put in its workspace user's home. */
+	if (!guest_home || (guest_home[0] != '/' && strcmp(guest_home, "~") != 0))
 		return -EINVAL;
 	o = json_object_new_object();
 	if (!o)

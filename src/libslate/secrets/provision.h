@@ -24,7 +24,8 @@
 #define PROVISION_FILE_MODE 0600
 
 /*
- * Renders s for a guest whose user's home is guest_home (e.g. "/home/slate"):
+ * Renders s for a guest whose user's home is guest_home (e.g. "/home/slate", or "~" to leave
+ * "~/..." paths for slate-guest to resolve against its workspace user's home):
  *   {"env": {"VAR": "placeholder", ...},
  *    "files": [{"path": "/home/slate/.git-credentials", "mode": 384, "content": "..."}, ...]}
  * files sorted by path. Secrets without placeholders are skipped. Returns 0 or a negative error.
