@@ -77,8 +77,9 @@ int cmd_egress(struct slate_ctx *ctx, int argc, char **argv)
 	}
 	nargs = argc - optind;
 	if (nargs < 2)
-		return slate_usage_error(ctx, "egress: give NAME and one of ls, allow-all, deny-all, "
-		                              "allow HOST, deny HOST");
+		return slate_usage_error(ctx,
+		                         "egress: give NAME and one of ls, allow-all, deny-all, "
+		                         "allow HOST, deny HOST");
 	name = argv[optind];
 	verb = argv[optind + 1];
 	if (workspace_name_check(name) < 0)
@@ -93,8 +94,9 @@ int cmd_egress(struct slate_ctx *ctx, int argc, char **argv)
 			return slate_usage_error(ctx, "egress %s: unexpected argument '%s'", verb,
 			                         argv[optind + 2]);
 	} else
-		return slate_usage_error(ctx, "egress: unknown action '%s' (ls, allow-all, deny-all, "
-		                              "allow, deny)",
+		return slate_usage_error(ctx,
+		                         "egress: unknown action '%s' (ls, allow-all, deny-all, "
+		                         "allow, deny)",
 		                         verb);
 
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/egress", name);

@@ -93,8 +93,8 @@ static void print_event(struct json_object *ev)
 		const char *host = str(ev, "host");
 		if (*host)
 			(void)snprintf(hostport, sizeof(hostport),
-			               port && port != 443 && port != 80 ? "%s:%" PRId64 : "%s", host,
-			               port);
+			               port && port != 443 && port != 80 ? "%s:%" PRId64 : "%s",
+			               host, port);
 		printf("%-19s  %-8s  %-7s  %-30s  %-30s  %-6s  %s\n", when, type,
 		       *str(ev, "method") ? str(ev, "method") : "-", *hostport ? hostport : "-",
 		       *str(ev, "path") ? str(ev, "path") : "-", status, detail);
@@ -139,7 +139,8 @@ int cmd_trace(struct slate_ctx *ctx, int argc, char **argv)
 			fputs(usage_text, stdout);
 			return EXIT_SUCCESS;
 		default:
-			return slate_usage_error(ctx, "trace: unknown option '%s'", argv[optind - 1]);
+			return slate_usage_error(ctx, "trace: unknown option '%s'",
+			                         argv[optind - 1]);
 		}
 	}
 	if (argc - optind != 1)

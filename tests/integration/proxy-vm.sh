@@ -34,10 +34,13 @@ stop_daemon() {
     wait "$daemon_pid" 2>/dev/null || true
     daemon_pid=
 }
+tls_pid=
 stop_peer() {
-    [ -n "$peer_pid" ] || return 0
-    kill "$peer_pid" 2>/dev/null || true
-    wait "$peer_pid" 2>/dev/null || true
+    local p
+    for p in $peer_pid $tls_pid; do
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
 }
 cleanup_domain() {
     virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
@@ -47,17 +50,31 @@ on_exit cleanup_domain
 on_exit stop_daemon
 on_exit stop_peer
 
+# A test CA and a certificate for the TLS server the guest reaches through the interception.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" \
+    -out "$work/ca.pem" -days 2 -subj "/CN=slate proxy-vm test CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/srv.key" \
+    -out "$work/srv.csr" -subj "/CN=api.bound.test" 2>/dev/null
+printf 'subjectAltName=DNS:api.bound.test,DNS:evil.test\nextendedKeyUsage=serverAuth\n' >"$work/ext.cnf"
+openssl x509 -req -in "$work/srv.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
+    -out "$work/srv.pem" -days 2 -extfile "$work/ext.cnf" 2>/dev/null
 "$py" "$peer" http --port-file "$work/peer.port" --log "$work/peer.log" \
     --headers-log "$work/peer.headers" &
 peer_pid=$!
-for _ in $(seq 100); do [ -s "$work/peer.port" ] && break; sleep 0.05; done
+"$py" "$peer" http --port-file "$work/tls.port" --log "$work/peer.log" \
+    --headers-log "$work/peer.headers" --cert "$work/srv.pem" --key "$work/srv.key" &
+tls_pid=$!
+for _ in $(seq 100); do [ -s "$work/peer.port" ] && [ -s "$work/tls.port" ] && break; sleep 0.05; done
 pp=$(cat "$work/peer.port")
+tp=$(cat "$work/tls.port")
 : >"$work/peer.log"
 
 start_daemon() {
     rm -f "$work/run/slated.sock"
     # The proxy's test-only settings (doc/egress-proxy.md): names pointed at the host's server.
-    SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp" \
+    SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
+        SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp,api.bound.test:443:127.0.0.1:$tp" \
         "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
         2>>"$work/slated.log" &
     daemon_pid=$!
@@ -77,8 +94,9 @@ status() {
     "$@" >"$work/out" 2>"$work/err" || rc=$?
     echo "$rc"
 }
-# gx: run a command in the guest (busybox), with a bound on the wall clock.
-gx() { timeout 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }
+# gx: run a command in the guest, with a bound on the wall clock (KILL: slate exec passes TERM
+# on to the guest command, and a paused guest never answers).
+gx() { timeout -k 5 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }
 
 mnt=$(make_loop_fs btrfs proxyvm 3G)
 state=$mnt/state
@@ -87,7 +105,7 @@ s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
 real=real-proxy-secret-$$-0123456789
-printf '%s' "$real" | s secret set $ws API_KEY --host plain.bound.test --json >"$work/set.json" ||
+printf '%s' "$real" | s secret set $ws API_KEY --host plain.bound.test,api.bound.test --json >"$work/set.json" ||
     fail "secret set: $(cat "$work/set.json")"
 PH=$(jget placeholders.value <"$work/set.json")
 log "placeholder $PH"
@@ -105,6 +123,23 @@ out=$(gx wget -q -O- --header "X-Api-Key: $PH" "http://plain.bound.test/small?k=
 grep -qF "X-Api-Key: $real" "$work/peer.headers" ||
     fail "the server did not get the real value: $(cat "$work/peer.headers")"
 grep -qF "$PH" "$work/peer.headers" && fail "the placeholder reached the bound server"
+
+# HTTPS from the guest: CONNECT, TLS interception with the egress CA (given to curl here; the
+# image's provisioning puts it in the guest's trust store), the real value in the header.
+if gx sh -c 'command -v curl' >/dev/null 2>&1; then
+    timeout -k 5 60 "$slate" --socket "$work/run/slated.sock" exec -i $ws -- \
+        sh -c 'cat >/tmp/egress-ca.crt' <"$state/install/egress-ca.crt"
+    out=$(gx curl -sS --cacert /tmp/egress-ca.crt -H "Authorization: Bearer $PH" \
+        https://api.bound.test/small?tls=1 2>&1) || fail "curl https in the guest: $out"
+    [ "$out" = ok ] || fail "curl https in the guest got '$out'"
+    grep -qF "Authorization: Bearer $real" "$work/peer.headers" ||
+        fail "the TLS server did not get the real value"
+    # The CA's certificate is what the guest checked: the server's own test CA is unknown there.
+    [ "$(status gx curl -sS --cacert /tmp/egress-ca.crt --noproxy '*' https://api.bound.test/)" != 0 ] ||
+        fail "the guest reached a server without the proxy"
+else
+    log "no curl in the guest: HTTPS from the guest not tested (proxy.sh tests it host-side)"
+fi
 
 # The policy applies to the next request.
 s egress $ws deny-all >/dev/null

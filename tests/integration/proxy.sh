@@ -117,6 +117,15 @@ grep -qF "$real_key" "$w/out" && fail "a placeholder in the URL or body was subs
 grep -qF "/q?key=$KEY" "$w/out" || fail "the URL placeholder did not go as it was"
 grep -qF "k=$KEY" "$w/out" || fail "the body placeholder did not go as it was"
 [ "$(leaks)" = 0 ] || fail "a leak was reported for bound hosts"
+# A body past the scan buffer streams (curl sends Expect: 100-continue), whole, chunked too.
+head -c 3000000 /dev/zero | tr '\0' x >"$w/upload"
+pc --data-binary @"$w/upload" http://plain.bound.test/upload >"$w/out"
+$py -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(len(d["body"]) != 3000000)' \
+    "$w/out" || fail "a 3 MB upload did not arrive whole"
+pc -H "Transfer-Encoding: chunked" --data-binary @"$w/upload" \
+    https://api.bound.test/upload-chunked >"$w/out"
+$py -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(len(d["body"]) != 3000000)' \
+    "$w/out" || fail "a 3 MB chunked upload did not arrive whole"
 
 # ---- leaks: 451, the hook, nothing forwarded ----
 n=0
@@ -160,6 +169,9 @@ grep -qF "$GH" "$w/tcp.log" && fail "the tunnel's peer received the placeholder"
     handshake-failed ] || fail "SNI evil.test inside CONNECT api.bound.test was accepted"
 [ "$($py "$raw" tls "$px" api.bound.test:443 api.bound.test "$w/install/egress-ca.crt")" = \
     handshake-ok ] || fail "a matching SNI was refused"
+# A ClientHello sent along with the CONNECT (before the 200) would pass uninspected: refused.
+send "CONNECT api.bound.test:443 HTTP/1.1\r\nHost: api.bound.test:443\r\n\r\n\x16\x03\x01\x00\x05hello" >/dev/null
+grep -q "TLS handshake sent before" "$w/events.jsonl" || fail "a pipelined ClientHello went through"
 [ "$(code -H "Host: evil.test" -H "X-T: $GH" https://api.bound.test/mis1)" = 421 ] ||
     fail "Host evil.test inside a tunnel to api.bound.test was accepted"
 [ "$(send "GET http://plain.bound.test/mis2 HTTP/1.1\r\nHost: evil.test\r\n\r\n")" = 421 ] ||

@@ -100,7 +100,8 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 	(void)userdata;
 	if (!o || json_add_string(o, "type", "compromised") < 0 ||
 	    json_add_string(o, "workspace", l->workspace) < 0 ||
-	    json_add_string(o, "host", l->host) < 0 || json_add_string(o, "secret", l->secret) < 0 ||
+	    json_add_string(o, "host", l->host) < 0 ||
+	    json_add_string(o, "secret", l->secret) < 0 ||
 	    json_add_string(o, "where", l->where) < 0)
 		return;
 	event(o);
@@ -206,8 +207,19 @@ static void *serve_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-	enum { O_STATE = 1, O_SECRETS, O_POLICY, O_EVENTS, O_CA, O_CONNECT, O_PORT, O_PORTFILE,
-	       O_WS, O_PH, O_SALT };
+	enum {
+		O_STATE = 1,
+		O_SECRETS,
+		O_POLICY,
+		O_EVENTS,
+		O_CA,
+		O_CONNECT,
+		O_PORT,
+		O_PORTFILE,
+		O_WS,
+		O_PH,
+		O_SALT
+	};
 	static const struct option opts[] = {
 	        {"state", required_argument, NULL, O_STATE},
 	        {"secrets", required_argument, NULL, O_SECRETS},
@@ -225,10 +237,8 @@ int main(int argc, char **argv)
 	const char *state = NULL, *secrets_file = NULL, *port_file = NULL, *ph_file = NULL;
 	unsigned char salt[INSTALL_SALT_LEN];
 	struct proxy_config cfg = {0};
-	struct proxy_hooks hooks = {.load = hook_load,
-	                            .release = hook_release,
-	                            .leak = hook_leak,
-	                            .audit = hook_audit};
+	struct proxy_hooks hooks = {
+	        .load = hook_load, .release = hook_release, .leak = hook_leak, .audit = hook_audit};
 	struct proxy *p = NULL;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
@@ -270,7 +280,9 @@ int main(int argc, char **argv)
 			break;
 		case O_SALT:
 			if (strlen(optarg) != 2 * sizeof(salt))
-				return fprintf(stderr, "proxy-listen: --salt-hex wants 64 digits\n"), 2;
+				return fprintf(stderr,
+				               "proxy-listen: --salt-hex wants 64 digits\n"),
+				       2;
 			for (size_t i = 0; i < sizeof(salt); i++)
 				if (sscanf(optarg + 2 * i, "%2hhx", &salt[i]) != 1)
 					return 2;
@@ -287,7 +299,8 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "proxy-listen: --state DIR is required\n"), 2;
 	log_open("proxy-listen", LOG_TARGET_STDERR);
 	(void)signal(SIGPIPE, SIG_IGN);
-	if (fs_mkdir_p(state, 0700) < 0 || (dfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if (fs_mkdir_p(state, 0700) < 0 ||
+	    (dfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return fprintf(stderr, "proxy-listen: %s: %s\n", state, strerror(errno)), 1;
 	if (events_file) {
 		events_fd = open(events_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -96,7 +96,8 @@ static void test_matches(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (host_matches(cases[i].host, cases[i].pattern) != cases[i].match)
-			fail_msg("%s vs %s: want %d", cases[i].host, cases[i].pattern, cases[i].match);
+			fail_msg("%s vs %s: want %d", cases[i].host, cases[i].pattern,
+			         cases[i].match);
 
 	/* The whole path the proxy takes: what a request says, normalised, against a binding. */
 	{
@@ -104,9 +105,12 @@ static void test_matches(void **state)
 			const char *said;
 			bool bound;
 		} said[] = {
-		        {"API.GITHUB.COM", true},         {"api.github.com.", true},
-		        {"Api.GitHub.Com.", true},        {"EVIL-API.GITHUB.COM", false},
-		        {"api.github.com.evil.test.", false}, {"API.GITHUB.COM.EVIL.TEST", false},
+		        {"API.GITHUB.COM", true},
+		        {"api.github.com.", true},
+		        {"Api.GitHub.Com.", true},
+		        {"EVIL-API.GITHUB.COM", false},
+		        {"api.github.com.evil.test.", false},
+		        {"API.GITHUB.COM.EVIL.TEST", false},
 		        {"evilapi.github.com", false},
 		};
 		char h[HOST_BUF];

@@ -29,13 +29,14 @@ static const struct req_case {
 	enum http_framing framing;
 	uint64_t content_length;
 	bool keep_alive;
+	const char *reason; /* refused: a word the reason must hold (the check that caught it) */
 } req_cases[] = {
         {"simple GET", S("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n"), 0, HTTP_BODY_NONE,
          0, true},
         {"origin form", S("GET /x?y=1 HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\n"), 0,
          HTTP_BODY_NONE, 0, true},
-        {"CONNECT", S("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n"), 0,
-         HTTP_BODY_NONE, 0, true},
+        {"CONNECT", S("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n"), 0, HTTP_BODY_NONE,
+         0, true},
         {"content length", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"), 0,
          HTTP_BODY_LENGTH, 5, true},
         {"content length 0", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"), 0,
@@ -60,34 +61,39 @@ static const struct req_case {
         {"empty value", S("GET / HTTP/1.1\r\nHost: a\r\nX:\r\n\r\n"), 0, HTTP_BODY_NONE, 0, true},
 
         /* Smuggling and its kin. */
-        {"CL and TE", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: "
-                        "chunked\r\n\r\n"),
+        {"CL and TE",
+         S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n"),
          400},
-        {"TE then CL", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
-                         "Content-Length: 5\r\n\r\n"),
+        {"TE then CL",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+           "Content-Length: 5\r\n\r\n"),
          400},
-        {"chunked not last", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, x\r\n\r\n"),
-         400},
+        {"chunked not last",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, x\r\n\r\n"), 400},
         {"chunked not last, two fields",
          S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
            "gzip\r\n\r\n"),
          400},
-        {"chunked trailing comma", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n"),
+        {"chunked trailing comma",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked,\r\n\r\n"), 400},
+        {"chunked leading comma",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,chunked\r\n\r\n"), 400},
+        {"chunked twice",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, "
+           "chunked\r\n\r\n"),
          400},
-        {"chunked leading comma", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,chunked\r\n\r\n"),
-         400},
-        {"chunked twice", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, "
-                            "chunked\r\n\r\n"),
-         400},
-        {"chunked with parameter", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked;q=1\r\n\r\n"),
-         400},
+        {"chunked with parameter",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked;q=1\r\n\r\n"), 400},
         {"identity", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n"), 400},
-        {"gzip then chunked", S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, "
-                                "chunked\r\n\r\n"),
+        {"gzip then chunked",
+         S("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, "
+           "chunked\r\n\r\n"),
          501},
         {"TE in HTTP/1.0", S("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400},
-        {"differing CL", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: "
-                           "6\r\n\r\n"),
+        {"differing CL",
+         S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: "
+           "6\r\n\r\n"),
          400},
         {"CL list differing", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\n"), 400},
         {"CL plus sign", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n"), 400},
@@ -96,17 +102,20 @@ static const struct req_case {
         {"CL empty", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n"), 400},
         {"CL huge", S("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n"),
          400},
-        {"obs-fold", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n"), 400},
+        {"obs-fold", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n"), 400,
+         .reason = "obs-fold"},
         {"obs-fold tab", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n"), 400},
-        {"bare CR in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"), 400},
+        {"bare CR in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"), 400,
+         .reason = "bare CR"},
         {"bare CR at line end", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\r\r\n\r\n"), 400},
-        {"bare LF", S("GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n"), 400},
+        {"bare LF", S("GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n"), 400, .reason = "bare LF"},
         {"bare LF ending", S("GET / HTTP/1.1\nHost: a\n\n"), 400},
-        {"NUL in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n"), 400},
+        {"NUL in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n"), 400, .reason = "NUL"},
         {"NUL in target", S("GET /\0 HTTP/1.1\r\nHost: a\r\n\r\n"), 400},
         {"control in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\x01\r\n\r\n"), 400},
         {"DEL in value", S("GET / HTTP/1.1\r\nHost: a\r\nX: a\x7f\r\n\r\n"), 400},
-        {"space before colon", S("GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 5\r\n\r\n"), 400},
+        {"space before colon", S("GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 5\r\n\r\n"), 400,
+         .reason = "whitespace between"},
         {"no colon", S("GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n"), 400},
         {"empty name", S("GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n"), 400},
         {"bad name char", S("GET / HTTP/1.1\r\nHost: a\r\nX(y): x\r\n\r\n"), 400},
@@ -160,13 +169,16 @@ static void test_requests(void **state)
 			int r = parse_all(c->data, c->len, step, &h, &err);
 			if (c->status) {
 				if (r != SLATE_ERR_INVALID_FORMAT || err.status != c->status)
-					fail_msg("%s (step %zu): r=%d status=%u, want %u", c->name, step,
-					         r, err.status, c->status);
+					fail_msg("%s (step %zu): r=%d status=%u, want %u", c->name,
+					         step, r, err.status, c->status);
+				if (c->reason && !strstr(err.reason, c->reason))
+					fail_msg("%s: refused for '%s', not by the %s check",
+					         c->name, err.reason, c->reason);
 				assert_null(h);
 			} else {
 				if (r != 1)
-					fail_msg("%s (step %zu): r=%d status=%u (%s)", c->name, step, r,
-					         err.status, err.reason ? err.reason : "");
+					fail_msg("%s (step %zu): r=%d status=%u (%s)", c->name,
+					         step, r, err.status, err.reason ? err.reason : "");
 				assert_int_equal(h->framing, c->framing);
 				assert_int_equal(h->content_length, c->content_length);
 				assert_int_equal(h->keep_alive, c->keep_alive);
@@ -284,8 +296,9 @@ static const struct resp_case {
         {"100", S("HTTP/1.1 100 Continue\r\n\r\n"), "PUT", 1, HTTP_BODY_NONE, 0, 100},
         {"no reason", S("HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n"), "GET", 1, HTTP_BODY_LENGTH, 0,
          200},
-        {"CL and TE", S("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"),
-         "GET", SLATE_ERR_INVALID_FORMAT, 0, 0, 502},
+        {"CL and TE",
+         S("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"), "GET",
+         SLATE_ERR_INVALID_FORMAT, 0, 0, 502},
         {"bad status", S("HTTP/1.1 20 OK\r\n\r\n"), "GET", SLATE_ERR_INVALID_FORMAT, 0, 0, 502},
         {"HTTP/2", S("HTTP/2 200 OK\r\n\r\n"), "GET", SLATE_ERR_INVALID_FORMAT, 0, 0, 502},
         {"bare LF", S("HTTP/1.1 200 OK\nContent-Length: 0\n\n"), "GET", SLATE_ERR_INVALID_FORMAT, 0,
@@ -406,8 +419,8 @@ static void test_chunked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_requests),  cmocka_unit_test(test_fields),
-	        cmocka_unit_test(test_limits),    cmocka_unit_test(test_responses),
+	        cmocka_unit_test(test_requests), cmocka_unit_test(test_fields),
+	        cmocka_unit_test(test_limits),   cmocka_unit_test(test_responses),
 	        cmocka_unit_test(test_chunked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,9 +67,9 @@ static int cmp_found(const void *a, const void *b)
 
 static void test_scan(void **state)
 {
-	static const char *const pats[] = {"sk-ant-api03-slateAAA", "slate", "ate", "ghp_slate1",
-	                                   "ghp_slate12", "aaaa", "sk-ant-api03-slateAAAB", "",
-	                                   "ghp_slate1"};
+	static const char *const pats[] = {
+	        "sk-ant-api03-slateAAA",  "slate", "ate",       "ghp_slate1", "ghp_slate12", "aaaa",
+	        "sk-ant-api03-slateAAAB", "",      "ghp_slate1"};
 	size_t lens[sizeof(pats) / sizeof(pats[0])];
 	static const char alphabet[] = "sk-antpi03slateAABgh_12 ";
 	struct scan *s = NULL;
@@ -106,8 +106,9 @@ static void test_scan(void **state)
 			if (piece > n - off)
 				piece = n - off;
 			got->base = off;
-			assert_int_equal(scan_feed(s, &st, (uint8_t *)text + off, piece, collect_fn, got),
-			                 0);
+			assert_int_equal(
+			        scan_feed(s, &st, (uint8_t *)text + off, piece, collect_fn, got),
+			        0);
 			off += piece;
 		}
 		qsort(want->v, want->n, sizeof(want->v[0]), cmp_found);
@@ -121,7 +122,8 @@ static void test_scan(void **state)
 	{
 		uint32_t st = 0;
 		assert_int_equal(scan_feed(s, &st, (const uint8_t *)"abc", 3, collect_fn, got), 0);
-		assert_int_equal(scan_feed(NULL, &st, (const uint8_t *)"abc", 3, collect_fn, got), 0);
+		assert_int_equal(scan_feed(NULL, &st, (const uint8_t *)"abc", 3, collect_fn, got),
+		                 0);
 	}
 	scan_free(s);
 	free(got);
@@ -238,8 +240,10 @@ static void test_policy(void **state)
 		static const char *const bad[] = {
 		        "{\"default\":\"maybe\"}",
 		        "{\"rules\":[]}",
-		        "{\"default\":\"allow-all\",\"rules\":[{\"action\":\"allow\",\"host\":\"a b\"}]}",
-		        "{\"default\":\"allow-all\",\"rules\":[{\"action\":\"drop\",\"host\":\"a\"}]}",
+		        "{\"default\":\"allow-all\",\"rules\":[{\"action\":\"allow\",\"host\":\"a "
+		        "b\"}]}",
+		        "{\"default\":\"allow-all\",\"rules\":[{\"action\":\"drop\",\"host\":\"a\"}"
+		        "]}",
 		        "{\"default\":\"allow-all\",\"rules\":{}}",
 		        "[]",
 		};
@@ -312,8 +316,8 @@ static void test_ca(void **state)
 		char group[32];
 		size_t gl;
 		int days, secs;
-		assert_int_equal(EVP_PKEY_get_utf8_string_param(k, "group", group, sizeof(group), &gl),
-		                 1);
+		assert_int_equal(
+		        EVP_PKEY_get_utf8_string_param(k, "group", group, sizeof(group), &gl), 1);
 		assert_string_equal(group, "prime256v1");
 		assert_int_equal(ASN1_TIME_diff(&days, &secs, X509_get0_notBefore(leaf),
 		                                X509_get0_notAfter(leaf)),
@@ -381,9 +385,10 @@ static void *echo_thread(void *arg)
 				break;
 		}
 		e->requests++;
-		m = snprintf(resp, sizeof(resp),
-		             "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", n,
-		             req);
+		m = snprintf(
+		        resp, sizeof(resp),
+		        "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", n,
+		        req);
 		(void)fs_write_all(fd, resp, (size_t)m);
 		(void)close(fd);
 	}
@@ -477,7 +482,8 @@ static char *through(struct proxy *p, const char *req)
 		n += (size_t)k;
 		/* Content-Length answers: stop once the body is in. */
 		{
-			char *end = strstr(out, "\r\n\r\n"), *cl = strcasestr(out, "content-length:");
+			char *end = strstr(out, "\r\n\r\n"),
+			     *cl = strcasestr(out, "content-length:");
 			if (end && cl && cl < end &&
 			    n >= (size_t)(end + 4 - out) + strtoul(cl + 15, NULL, 10))
 				break;
@@ -491,10 +497,8 @@ static char *through(struct proxy *p, const char *req)
 static void test_core(void **state)
 {
 	struct hooks_state hs = {.set = test_secrets()};
-	struct proxy_hooks hooks = {.load = t_load,
-	                            .release = t_release,
-	                            .leak = t_leak,
-	                            .userdata = &hs};
+	struct proxy_hooks hooks = {
+	        .load = t_load, .release = t_release, .leak = t_leak, .userdata = &hs};
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
 	char dir[] = "/tmp/test-proxy-core.XXXXXX", spec[256], req[1024];

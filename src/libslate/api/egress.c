@@ -146,7 +146,6 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 	       "workspace %s sent the placeholder of secret %s (in the %s) towards %s:%u, a "
 	       "host it is not bound to: blocked; marking it compromised and pausing it",
 	       l->workspace, l->secret, l->where, l->host, (unsigned)l->port);
-	pause_domain(d, l->workspace);
 	if (!d->workspaces)
 		return;
 	r = workspace_lock(d->workspaces, l->workspace, &lock_fd);
@@ -162,6 +161,13 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 	if (r < 0)
 		log_ws(LOG_ERR, l->workspace, "cannot mark %s compromised: %s", l->workspace,
 		       slate_strerror(r));
+}
+
+static void hook_contain(void *userdata, const struct proxy_leak *l)
+{
+	struct proxy_service *svc = userdata;
+
+	pause_domain(svc->d, l->workspace);
 }
 
 static void hook_audit(void *userdata, const char *ws, const char *type, struct json_object *ev)
@@ -202,6 +208,7 @@ int proxy_service_start(struct daemon_ctx *d)
 	struct proxy_hooks hooks = {.load = hook_load,
 	                            .release = hook_release,
 	                            .leak = hook_leak,
+	                            .contain = hook_contain,
 	                            .audit = hook_audit,
 	                            .userdata = &service};
 	struct proxy_config cfg = {0};
@@ -315,7 +322,8 @@ int handle_egress_set(struct api_request *req, struct api_reply *reply)
 		                       "deny");
 	r = json_get_string(req->body, "host", &host);
 	if (r < 0 && r != -ENOENT)
-		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "\"host\" must be a string");
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "\"host\" must be a string");
 	if ((streq(action, "allow") || streq(action, "deny")) && !host)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "%s needs a host", action);
 	if ((streq(action, "allow-all") || streq(action, "deny-all")) && host)
@@ -323,7 +331,8 @@ int handle_egress_set(struct api_request *req, struct api_reply *reply)
 
 	r = ws_dirfd(d, name, &dfd);
 	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "%s: %s", name, slate_strerror(r));
+		return api_reply_error(reply, 500, API_ERR_FAILED, "%s: %s", name,
+		                       slate_strerror(r));
 	pthread_mutex_lock(&policy_lock);
 	r = egress_policy_load_at(dfd, &p);
 	if (r >= 0)

@@ -39,7 +39,8 @@ int handle_trace(struct api_request *req, struct api_reply *reply)
 		max = strtoul(max_arg, &end, 10);
 		if (errno || !*max_arg || *end || max > TRACE_LIMIT)
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-			                       "max must be a number from 0 (all) to %u", TRACE_LIMIT);
+			                       "max must be a number from 0 (all) to %u",
+			                       TRACE_LIMIT);
 	}
 	r = audit_read(d->workspaces, name,
 	               arg_true(api_request_arg(req, "leaks")) ? leaks_only : NULL, max, &events);

@@ -114,8 +114,8 @@ static int make_ca_cert(EVP_PKEY *key, X509 **ret)
 	    !X509_set_pubkey(x, key))
 		return SLATE_ERR_CRYPTO;
 	name = X509_get_subject_name(x);
-	if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"slate",
-	                                -1, -1, 0) ||
+	if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"slate", -1,
+	                                -1, 0) ||
 	    !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1,
 	                                -1, 0) ||
 	    !X509_set_issuer_name(x, name))
@@ -311,8 +311,7 @@ static int issue_leaf(struct egress_ca *ca, const char *host, struct leaf *ret)
 	if (!X509_set_version(x, 2) || (r = random_serial(x)) < 0 ||
 	    !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
 	    !X509_gmtime_adj(X509_getm_notAfter(x), EGRESS_LEAF_LIFETIME_S) ||
-	    !X509_set_pubkey(x, key) ||
-	    !X509_set_issuer_name(x, X509_get_subject_name(ca->cert)))
+	    !X509_set_pubkey(x, key) || !X509_set_issuer_name(x, X509_get_subject_name(ca->cert)))
 		return SLATE_ERR_CRYPTO;
 	name = X509_get_subject_name(x);
 	/* CN is limited to 64 bytes; subjectAltName is what clients check anyway. */

@@ -303,9 +303,11 @@ static enum addr_class classify6(const uint8_t *a)
 enum addr_class addr_classify(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
-		return classify4(ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr));
+		return classify4(
+		        ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr));
 	if (sa->sa_family == AF_INET6)
-		return classify6(((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr);
+		return classify6(
+		        ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr);
 	return ADDR_RESERVED;
 }
 
@@ -349,9 +351,10 @@ int ip_net_parse(const char *s, struct ip_net *ret)
 		size_t bytes = net.family == AF_INET ? 4 : 16;
 		for (size_t i = 0; i < bytes; i++) {
 			unsigned bit0 = (unsigned)i * 8;
-			uint8_t keep = bit0 >= net.prefix       ? 0
-			               : bit0 + 8 <= net.prefix ? 0xff
-			                                        : (uint8_t)(0xff << (8 - (net.prefix - bit0)));
+			uint8_t keep = bit0 >= net.prefix ? 0
+			               : bit0 + 8 <= net.prefix
+			                       ? 0xff
+			                       : (uint8_t)(0xff << (8 - (net.prefix - bit0)));
 			if (net.addr[i] & (uint8_t)~keep)
 				return -EINVAL;
 		}
@@ -382,7 +385,8 @@ bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa)
 		family = AF_INET;
 		memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
 	} else if (sa->sa_family == AF_INET6) {
-		const uint8_t *p = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+		const uint8_t *p =
+		        ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
 		if (memcmp(p, mapped, 12) == 0) {
 			family = AF_INET;
 			memcpy(a, p + 12, 4);

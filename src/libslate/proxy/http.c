@@ -358,8 +358,7 @@ static int parse_version(const char *p, unsigned *ret_minor)
 }
 
 static int parse_common(struct http_reader *r, struct buf *in, bool request,
-                        const char *request_method, struct http_head **ret,
-                        struct http_error *err)
+                        const char *request_method, struct http_head **ret, struct http_error *err)
 {
 	_cleanup_(http_head_freep) struct http_head *h = NULL;
 	size_t head_len = 0, skip;
@@ -427,7 +426,8 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 		if (code[0] < '1' || code[0] > '9' || code[1] < '0' || code[1] > '9' ||
 		    code[2] < '0' || code[2] > '9' || (code[3] != ' ' && code[3] != '\0'))
 			return fail(err, 502, "malformed status code");
-		h->status = (unsigned)((code[0] - '0') * 100 + (code[1] - '0') * 10 + code[2] - '0');
+		h->status =
+		        (unsigned)((code[0] - '0') * 100 + (code[1] - '0') * 10 + code[2] - '0');
 		h->reason = code[3] ? code + 4 : code + 3;
 	}
 

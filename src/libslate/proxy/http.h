@@ -33,9 +33,9 @@
 #define HTTP_MAX_REQUEST_LINE (8u * 1024u)
 #define HTTP_MAX_HEAD (64u * 1024u)
 #define HTTP_MAX_FIELDS 128u
-#define HTTP_MAX_LEADING_CRLF 4u         /* empty lines tolerated before a request line */
-#define HTTP_MAX_CHUNK_LINE 1024u        /* chunk size with its extensions */
-#define HTTP_MAX_TRAILER (8u * 1024u)    /* all trailer fields of a chunked body */
+#define HTTP_MAX_LEADING_CRLF 4u      /* empty lines tolerated before a request line */
+#define HTTP_MAX_CHUNK_LINE 1024u     /* chunk size with its extensions */
+#define HTTP_MAX_TRAILER (8u * 1024u) /* all trailer fields of a chunked body */
 #define HTTP_MAX_CONTENT_LENGTH (1ull << 62)
 
 /* Why a message was refused: the status to answer with and a static reason for people. */

@@ -29,7 +29,6 @@ tests_unit_test_proxy_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_proxy_LDADD = $(UNIT_LDADD)
 
 # The request parser, fuzzed (heads whole and in pieces, chunked bodies); its corpus replayed.
-EXTRA_DIST += tests/fuzz/corpus/fuzz-http
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-http
 tests_fuzz_fuzz_http_SOURCES = tests/fuzz/fuzz-http.c \
@@ -50,3 +49,5 @@ tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
 integration_tests += tests/integration/proxy.sh
 EXTRA_DIST += tests/integration/proxy-peer.py tests/integration/proxy-raw.py
 integration_tests += tests/integration/proxy-vm.sh
+# bench/egress-proxy: the proxy core against a direct download and mitmproxy.
+EXTRA_DIST += bench/egress-proxy

@@ -133,7 +133,8 @@ int egress_policy_parse(const char *data, size_t len, struct egress_policy **ret
 		struct json_object *e = json_object_array_get_idx(rules, i);
 		const char *action, *host;
 		if (!json_object_is_type(e, json_type_object) ||
-		    json_get_string(e, "action", &action) < 0 || json_get_string(e, "host", &host) < 0 ||
+		    json_get_string(e, "action", &action) < 0 ||
+		    json_get_string(e, "host", &host) < 0 ||
 		    (!streq(action, "allow") && !streq(action, "deny")))
 			return SLATE_ERR_INVALID_FORMAT;
 		r = add_rule(p, host, streq(action, "allow"));

@@ -61,9 +61,12 @@ struct proxy_hooks {
 	            struct egress_policy **ret_policy, char *ret_why, size_t why_len);
 	/* Frees what load returned in *ret_secrets. */
 	void (*release)(void *userdata, struct secret_set *secrets);
-	/* A placeholder went towards a host it is not bound to. Runs before the guest is answered:
-	 * mark the workspace compromised (persisted), pause it. */
+	/* A placeholder went towards a host it is not bound to. Runs before the guest is answered
+	 * (the state change is persisted before it is reported): mark the workspace compromised. */
 	void (*leak)(void *userdata, const struct proxy_leak *leak);
+	/* Then, once the guest has been sent its 451 (so that it has a chance to read why):
+	 * contain it (slated pauses the domain). May be NULL. */
+	void (*contain)(void *userdata, const struct proxy_leak *leak);
 	/* One audit event: type "egress" or "leak"; ev is borrowed. */
 	void (*audit)(void *userdata, const char *workspace, const char *type,
 	              struct json_object *ev);
@@ -85,8 +88,7 @@ struct proxy;
 
 /* Loads or creates the egress CA and sets up TLS. Returns 0, -EINVAL (bad connect_to),
  * SLATE_ERR_CRYPTO, SLATE_ERR_KEY_PERMISSIONS, -errno. */
-int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks,
-              struct proxy **ret);
+int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks, struct proxy **ret);
 /* Shuts down every connection being served and refuses new ones; returns at once. */
 void proxy_shutdown(struct proxy *p);
 /* proxy_shutdown, then waits until every proxy_serve() has returned, and frees. */

@@ -100,7 +100,8 @@ int scan_new(const char *const *patterns, const size_t *lens, size_t n, struct s
 			}
 			cur = next;
 		}
-		s->outs[s->n_outs] = (struct out){.pattern = (uint32_t)i, .next = s->nodes[cur].out};
+		s->outs[s->n_outs] =
+		        (struct out){.pattern = (uint32_t)i, .next = s->nodes[cur].out};
 		s->nodes[cur].out = (uint32_t)++s->n_outs;
 	}
 

@@ -33,6 +33,10 @@ tests_integration_sigv4_resign_LDADD = $(LIBSLATE_LIBS)
 # make check, like every integration test; it needs no VM).
 integration_tests += tests/integration/sigv4.sh
 EXTRA_DIST += tests/integration/s3server.py
+# The same through the egress proxy (tests/unit/proxy-listen): the AWS CLI with the placeholder
+# credentials, re-signed by the proxy; leaks to unbound hosts; streaming throughput.
+integration_tests += tests/integration/sigv4-proxy.sh
+EXTRA_DIST += tests/integration/sigv4-proxy.sh
 
 # bench/sigv4: re-signing cost per request and aws-chunked throughput ("make bench-sigv4";
 # "make bench" runs it too). A check program so that make check keeps it compiling (bench/local.mk
