@@ -352,7 +352,8 @@ static int dechunk(const char *p, size_t len, size_t step, char *out, size_t *ou
 			r = http_chunked_feed(&c, (const uint8_t *)p + off, piece, &used, &d, &dl);
 			if (r < 0)
 				return r;
-			memcpy(out + o, d, dl);
+			if (dl > 0)
+				memcpy(out + o, d, dl);
 			o += dl;
 			off += used;
 			piece -= used;
