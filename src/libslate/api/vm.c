@@ -112,38 +112,6 @@ static char *make_cmdline(const char *image_cmdline)
 }
 
 /*
- * QEMU runs as an unprivileged user (libvirt-qemu) and libvirt relabels the files it is given,
- * never their directories: every directory from the state directory down to the workspace's must
- * be traversable by others (0711: search, not list) for QEMU to open disk.img and home.img. Adds
- * the search bit where it is missing; never touches anything above top.
- */
-static int make_traversable(const char *top, const char *dir)
-{
-	_cleanup_free_ char *p = strdup(dir);
-	size_t top_len = strlen(top);
-	struct stat st;
-	char *slash;
-
-	if (!p)
-		return -ENOMEM;
-	if (strncmp(p, top, top_len) != 0 || (p[top_len] != '/' && p[top_len] != '\0'))
-		return -EINVAL;
-	for (;;) {
-		if (stat(p, &st) < 0)
-			return -errno;
-		if (S_ISDIR(st.st_mode) && (st.st_mode & 0011) != 0011 &&
-		    chmod(p, (st.st_mode & 07777) | 0011) < 0)
-			return -errno;
-		if (strlen(p) <= top_len)
-			return 0;
-		slash = strrchr(p, '/');
-		if (!slash || slash == p)
-			return 0;
-		*slash = '\0';
-	}
-}
-
-/*
  * Read-only shares: QEMU's virtiofsd (7.2) has no read-only mode and libvirt 9.0 refuses
  * <readonly/> for virtiofs, so virtiofsd serves a read-only bind mount of the directory, made
  * under the runtime directory ($runtime/vm/<workspace>/ro/<tag>). Root in the guest cannot write
@@ -476,7 +444,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		return start_fail(s, API_ERR_FAILED, "start %s: runtime directory: %s", name,
 		                  slate_strerror(r < 0 ? r : -ENOMEM));
 	}
-	r = make_traversable(storage_state_path(d->storage), p.ws_dir);
+	r = fs_make_traversable(storage_state_path(d->storage), p.ws_dir);
 	if (r < 0)
 		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
 		       slate_strerror(r));

@@ -551,37 +551,6 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 	return 0;
 }
 
-/*
- * QEMU runs as an unprivileged user: every directory from the state directory down to dir must
- * be traversable by others (search, not list), as for workspaces (api/vm.c). Never touches
- * anything above top.
- */
-static int make_traversable(const char *top, const char *dir)
-{
-	_cleanup_free_ char *p = strdup(dir);
-	size_t top_len = strlen(top);
-	struct stat st;
-	char *slash;
-
-	if (!p)
-		return -ENOMEM;
-	if (strncmp(p, top, top_len) != 0 || (p[top_len] != '/' && p[top_len] != '\0'))
-		return -EINVAL;
-	for (;;) {
-		if (stat(p, &st) < 0)
-			return -errno;
-		if (S_ISDIR(st.st_mode) && (st.st_mode & 0011) != 0011 &&
-		    chmod(p, (st.st_mode & 07777) | 0011) < 0)
-			return -errno;
-		if (strlen(p) <= top_len)
-			return 0;
-		slash = strrchr(p, '/');
-		if (!slash || slash == p)
-			return 0;
-		*slash = '\0';
-	}
-}
-
 static xmlNodePtr text_child(xmlNodePtr parent, const char *name, const char *text)
 {
 	return parent ? xmlNewTextChild(parent, NULL, BAD_CAST name, BAD_CAST text) : NULL;
@@ -930,7 +899,7 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 		r = -errno;
 		goto fail;
 	}
-	r = make_traversable(storage_state_path(cfg->storage), stage_path);
+	r = fs_make_traversable(storage_state_path(cfg->storage), stage_path);
 	if (r < 0)
 		log_warning("postinstall: cannot make %s traversable for QEMU: %s", stage_path,
 		            slate_strerror(r));

@@ -372,3 +372,29 @@ char *fs_path_join(const char *a, const char *b)
 	s[la + 1 + lb] = '\0';
 	return s;
 }
+
+int fs_make_traversable(const char *top, const char *dir)
+{
+	_cleanup_free_ char *p = strdup(dir);
+	size_t top_len = strlen(top);
+	struct stat st;
+	char *slash;
+
+	if (!p)
+		return -ENOMEM;
+	if (strncmp(p, top, top_len) != 0 || (p[top_len] != '/' && p[top_len] != '\0'))
+		return -EINVAL;
+	for (;;) {
+		if (stat(p, &st) < 0)
+			return -errno;
+		if (S_ISDIR(st.st_mode) && (st.st_mode & 0011) != 0011 &&
+		    chmod(p, (st.st_mode & 07777) | 0011) < 0)
+			return -errno;
+		if (strlen(p) <= top_len)
+			return 0;
+		slash = strrchr(p, '/');
+		if (!slash || slash == p)
+			return 0;
+		*slash = '\0';
+	}
+}

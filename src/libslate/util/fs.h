@@ -40,3 +40,7 @@ char *fs_path_join(const char *a, const char *b);
 int fs_write_all(int fd, const void *p, size_t n);
 /* Sets or clears O_NONBLOCK. Returns 0 or -errno. */
 int fs_set_nonblock(int fd, bool on);
+/* Adds the search bit for others (o+x, g+x) to every directory from dir up to top (dir must be
+ * top or below it; nothing above top is touched): QEMU, running as its own user, must reach
+ * images under slated's state directory without being able to list it. 0, -EINVAL, -errno. */
+int fs_make_traversable(const char *top, const char *dir);
