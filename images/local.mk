@@ -29,4 +29,34 @@ demo: test-image slated$(EXEEXT) slate$(EXEEXT)
 clean-test-image:
 	rm -rf $(TEST_IMAGE_DIR)
 
-.PHONY: test-image demo clean-test-image
+# The installer VM that runs postinstall steps boots the test image's kernel and initramfs
+# (src/libslate/image/postinstall.c looks in <state>/installer, then $(installerdir)). make
+# install puts them there when the test image is built ("make test-image", or INSTALLER_SOURCE
+# naming a directory with vmlinuz and initrd.img); it never builds the image itself (that needs
+# apt-get and the network: packagers' sandboxes and non-Debian hosts have neither) and says so
+# instead. "make install-installer" builds the test image first, then installs them.
+installerdir = $(pkgdatadir)/installer
+INSTALLER_SOURCE = $(TEST_IMAGE_DIR)
+install-data-local: install-installer-files
+uninstall-local: uninstall-installer-files
+install-installer-files:
+	@if test -f "$(INSTALLER_SOURCE)/vmlinuz" && test -f "$(INSTALLER_SOURCE)/initrd.img"; then \
+	  echo " $(MKDIR_P) '$(DESTDIR)$(installerdir)'"; \
+	  $(MKDIR_P) "$(DESTDIR)$(installerdir)" || exit 1; \
+	  for f in vmlinuz initrd.img; do \
+	    echo " $(INSTALL_DATA) '$(INSTALLER_SOURCE)/$$f' '$(DESTDIR)$(installerdir)/$$f'"; \
+	    $(INSTALL_DATA) "$(INSTALLER_SOURCE)/$$f" "$(DESTDIR)$(installerdir)/$$f" || exit 1; \
+	  done; \
+	else \
+	  echo "note: no installer kernel installed ($(INSTALLER_SOURCE) has no vmlinuz and initrd.img):"; \
+	  echo "note: postinstall steps will fail until 'make install-installer' (which builds the"; \
+	  echo "note: test image) or until vmlinuz and initrd.img are put in $(installerdir)"; \
+	fi
+install-installer: test-image
+	$(MAKE) $(AM_MAKEFLAGS) install-installer-files
+uninstall-installer-files:
+	rm -f "$(DESTDIR)$(installerdir)/vmlinuz" "$(DESTDIR)$(installerdir)/initrd.img"
+	-rmdir "$(DESTDIR)$(installerdir)" 2>/dev/null
+
+.PHONY: test-image demo clean-test-image install-installer install-installer-files \
+	uninstall-installer-files

@@ -413,17 +413,17 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 		int64_t version = 0, downloaded = 0;
 		char sz[32];
 
-		(void)json_get_string(reply, "sha256", &sha);
+		(void)json_get_string(reply, "digest", &sha);
 		(void)json_get_int64(reply, "version", &version);
 		(void)json_get_int64(reply, "downloaded", &downloaded);
 		(void)json_get_bool(reply, "up_to_date", &up_to_date);
 		(void)json_get_array(reply, "postinstall_pending", &pending);
 		if (up_to_date)
-			printf("image %s is up to date (local version %lld, sha256 %s)\n", id,
+			printf("image %s is up to date (local version %lld, %s)\n", id,
 			       (long long)version, sha);
 		else
 			printf("pulled image %s: local version %lld, %s downloaded, signed, "
-			       "sha256 %s\n",
+			       "%s\n",
 			       id, (long long)version,
 			       size_format((uint64_t)downloaded, sz, sizeof(sz)), sha);
 		{
@@ -508,15 +508,14 @@ int image_verify_cmd(struct slate_ctx *ctx, struct api_client *client, int argc,
 		(void)json_get_string(im, "catalog", &cat);
 		(void)json_get_string(im, "file", &file);
 		(void)json_get_string(im, "expected", &expected);
-		(void)json_get_string(im, "sha256", &sha);
+		(void)json_get_string(im, "digest", &sha);
 		(void)json_get_string(im, "error", &e);
 		if (ok)
-			printf("%s: OK (sha256 %s, catalog: %s)\n", id, sha, cat);
+			printf("%s: OK (%s, catalog: %s)\n", id, sha, cat);
 		else if (e)
 			printf("%s: FAILED: %s: %s\n", id, file, e);
 		else
-			printf("%s: FAILED: %s has sha256 %s, expected %s\n", id, file, sha,
-			       expected);
+			printf("%s: FAILED: %s has %s, expected %s\n", id, file, sha, expected);
 	}
 	if (failed)
 		return slate_fail("image verify", "%lld image%s failed verification",

@@ -159,9 +159,9 @@ static int image_import(struct slate_ctx *ctx, struct api_client *client, int ar
 		const char *id = "?", *sha = "?";
 		int64_t version = 0;
 		(void)json_get_string(reply, "id", &id);
-		(void)json_get_string(reply, "sha256", &sha);
+		(void)json_get_string(reply, "digest", &sha);
 		(void)json_get_int64(reply, "version", &version);
-		printf("imported image %s version %lld (sha256 %s), local and unsigned\n", id,
+		printf("imported image %s version %lld (%s), local and unsigned\n", id,
 		       (long long)version, sha);
 	}
 	return EXIT_SUCCESS;

@@ -16,6 +16,7 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "channel/channels.h"
+#include "image/postinstall.h"
 #include "image/store.h"
 #include "secrets/install.h"
 #include "storage/storage.h"
@@ -181,6 +182,11 @@ static int open_storage(const struct options *o, int state_fd, struct daemon_ctx
 
 	r = storage_open_err(state_fd, o->state_dir, &cfg, &ctx->storage, &detail);
 	if (r >= 0) {
+		/* Installer VMs a crash left running go first: their scratch files are in the store. */
+		int k = postinstall_sweep(ctx->storage, o->libvirt_uri);
+		if (k < 0)
+			log_warning("cannot look for leftover installer domains (libvirt %s): %s",
+			            o->libvirt_uri, slate_strerror(k));
 		r = image_store_sweep(ctx->storage);
 		if (r >= 0)
 			r = workspace_store_open(ctx->storage, &ctx->workspaces);

@@ -55,6 +55,23 @@ cp "$test_image_dir/vmlinuz" "$test_image_dir/initrd.img" "$srv/"
 head -c 3000000 /dev/urandom >"$srv/wrong.bin"
 size() { stat -c %s "$1"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+# The disk digest image.json records (doc/catalog.md), computed independently: every byte read.
+digest1m() {
+    python3 - "$1" <<'PY'
+import hashlib, struct, sys
+f = open(sys.argv[1], "rb"); n = 0; hs = []
+while True:
+    b = f.read(1 << 20)
+    if not b:
+        break
+    n += len(b); hs.append(hashlib.sha256(b).digest())
+print("sha256-1m:" + hashlib.sha256(b"slate-sha256-1m\0" + struct.pack("<Q", n) + b"".join(hs)).hexdigest())
+PY
+}
+# The offset of the first hole of a file that has one.
+first_hole() {
+    python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); print(os.lseek(fd, 0, os.SEEK_HOLE))' "$1"
+}
 disk_size=$(size "$srv/disk.img.zst") disk_sha=$(sha "$srv/disk.img.zst")
 raw_size=$(size "$test_image_dir/disk.img")
 k_size=$(size "$srv/vmlinuz") k_sha=$(sha "$srv/vmlinuz")
@@ -151,7 +168,10 @@ json=$(s image ls --json)
 s image ls | grep -q "^test .*catalog/signed" || fail "image ls text: $(s image ls)"
 img=$mnt/state/images/test
 [ "$(sha "$img/disk.img")" = "$(sha "$test_image_dir/disk.img")" ] || fail "installed disk differs from the test image"
-[ "$(jget images.0.sha256 <<<"$json")" = "$(sha "$test_image_dir/disk.img")" ] || fail "recorded sha256"
+[ "$(jget images.0.digest <<<"$json")" = "$(digest1m "$test_image_dir/disk.img")" ] ||
+    fail "recorded digest: $(jget images.0.digest <<<"$json")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["digest"].startswith("sha256-1m:") and "sha256" not in d, d' \
+    "$img/image.json" || fail "image.json: $(cat "$img/image.json")"
 [ "$(du -k "$img/disk.img" | cut -f1)" -lt $((64 * 1024)) ] || fail "the disk was not expanded sparsely: $(du -h "$img/disk.img")"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["postinstall"]; assert not p["pending"] and not p["applied"], p' \
     "$img/catalog.json" || fail "the image's source record"
@@ -188,7 +208,29 @@ ls "$mnt/state/images" | grep -q "^\.tmp-" && fail "a staging directory was left
 chmod u+w "$img/disk.img"
 printf '\x5a' | dd of="$img/disk.img" bs=1 seek=$((1 << 20)) conv=notrunc status=none
 expect_fail 1 "failed verification" s image verify test
-grep -q "^test: FAILED: disk.img has sha256" "$work/out" || fail "verify output: $(cat "$work/out")"
+grep -q "^test: FAILED: disk.img has sha256-1m:" "$work/out" || fail "verify output: $(cat "$work/out")"
+# One byte written into a hole (nothing the digest reads there): verify fails too.
+fimg=$mnt/state/images/flaky
+hole=$(first_hole "$fimg/disk.img")
+[ "$hole" -lt "$(size "$fimg/disk.img")" ] || fail "the pulled disk has no hole"
+chmod u+w "$fimg/disk.img"
+printf '\x01' | dd of="$fimg/disk.img" bs=1 seek=$((hole + 1)) conv=notrunc status=none
+expect_fail 1 "failed verification" s image verify flaky
+# Zero again, but written (no longer a hole): the same content verifies.
+printf '\x00' | dd of="$fimg/disk.img" bs=1 seek=$((hole + 1)) conv=notrunc status=none
+s image verify flaky | grep -q "^flaky: OK" || fail "verify after a hole became written zeros"
+# An image.json from before the block digest (the plain SHA-256 of disk.img) still verifies, the
+# old way, and still catches a changed byte.
+chmod u+w "$fimg/image.json"
+python3 - "$fimg/image.json" "$(sha "$fimg/disk.img")" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); del d["digest"]; d["sha256"] = sys.argv[2]
+open(sys.argv[1], "w").write(json.dumps(d))
+PY
+s image verify flaky | grep -q "^flaky: OK (sha256:$(sha "$fimg/disk.img")" ||
+    fail "verify of an older image.json: $(s image verify flaky 2>&1)"
+printf '\x02' | dd of="$fimg/disk.img" bs=1 seek=$((hole + 1)) conv=notrunc status=none
+expect_fail 1 "failed verification" s image verify flaky
 
 # Catalog refusals: rollback, expired, unsigned, untrusted.
 publish 4 2099-01-01T00:00:00Z "$work/pub.secret" "$(image_entry test 1 disk.img.zst)"

@@ -192,7 +192,7 @@ s image verify test | grep -q "^test: OK" || fail "verify after postinstall: $(s
 no_staging
 # The hash slated recorded (image verify just proved the disk has it); hashing 4 GiB here would
 # take a minute.
-good_sha=$(s image ls --json | jget images.0.sha256)
+good_sha=$(s image ls --json | jget images.0.digest)
 
 # Applied steps need no consent again; a second pull has nothing to do.
 s image pull test </dev/null >"$work/out" 2>"$work/err" || fail "second pull: $(cat "$work/err")"
@@ -219,7 +219,7 @@ for want in "fail on purpose" "about to fail" "oops on stderr" "$u3" "unchanged"
     grep -qF -- "$want" "$work/err" || fail "the failure output lacks '$want': $(cat "$work/err")"
 done
 [ "$(version)" = 2 ] || fail "a failed step changed the version: $(version)"
-[ "$(s image ls --json | jget images.0.sha256)" = "$good_sha" ] || fail "a failed step changed the base"
+[ "$(s image ls --json | jget images.0.digest)" = "$good_sha" ] || fail "a failed step changed the base"
 [ "$(marker "$img/disk.img")" = "marker from postinstall
 second" ] || fail "a failed step's write reached the base"
 s image verify test | grep -q "^test: OK" || fail "the base does not verify after a failed step"

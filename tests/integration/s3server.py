@@ -12,12 +12,15 @@ client helpers the sigv4 tests drive it with (tests/integration/sigv4.sh).
       (SignatureDoesNotMatch, InvalidAccessKeyId, InvalidToken, AccessDenied...), so a request
       still signed with a placeholder fails. Path-style buckets in memory: ListBuckets,
       CreateBucket, HeadBucket, ListObjects(V2), Put/Get/Head/DeleteObject (Range),
-      CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload. One JSON
-      line per request goes to the log.
+      CreateMultipartUpload, UploadPart, CompleteMultipartUpload, AbortMultipartUpload. Requests
+      signed for another service (sts, execute-api: NON_S3_SERVICES) are verified with that
+      service's rules (the path normalised and encoded a second time, the payload line the SHA-256
+      of the body as received when x-amz-content-sha256 is absent) and answered with a JSON echo
+      (service, path, body hash). One JSON line per request goes to the log.
 
   s3server.py sign|presign|stream  build a raw HTTP/1.1 request signed with the credentials in
       $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY[/$AWS_SESSION_TOKEN]: sign and presign with
-      botocore (S3SigV4Auth, S3SigV4QueryAuth), stream with this file's own aws-chunked signer
+      botocore (S3SigV4Auth, S3SigV4QueryAuth; sign --service X: SigV4Auth for X), stream with this file's own aws-chunked signer
       (checked against AWS's published example first).
   s3server.py send  send a raw request to https://127.0.0.1:PORT and print the status line.
 
@@ -50,7 +53,12 @@ MAX_BODY = 256 * 1024 * 1024
 SKEW = datetime.timedelta(minutes=15)
 
 
-# ---- SigV4, written from the specification (S3's rules: the path is not normalised) ----
+# ---- SigV4, written from the specification ----
+# S3 (service "s3") takes the path as sent, each byte in its canonical form and never encoded
+# twice; every other service normalises the path (dot segments and empty segments removed) and
+# encodes the path as sent once more, so an escape on the wire becomes %25XX.
+
+NON_S3_SERVICES = ("sts", "execute-api")
 
 def uri_encode(s, keep_slash):
     if isinstance(s, str):
@@ -64,6 +72,30 @@ def pct_decode(s):
     if re.search(r"%(?![0-9A-Fa-f]{2})", s):
         raise AuthError(400, "InvalidArgument", "bad percent-encoding")
     return urllib.parse.unquote_to_bytes(s)
+
+
+def remove_dot_segments(path):
+    """RFC 3986 section 5.2.4 on the path as sent, empty segments dropped as well."""
+    out = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(seg)
+    if not out:
+        return "/"
+    return "/" + "/".join(out) + ("/" if path.endswith("/") else "")
+
+
+def canonical_path(raw_path, s3):
+    if s3:
+        return uri_encode(pct_decode(raw_path) or b"/", True)
+    if re.search(r"%(?![0-9A-Fa-f]{2})", raw_path):
+        raise AuthError(400, "InvalidArgument", "bad percent-encoding")
+    return uri_encode(remove_dot_segments(raw_path).encode("latin-1"), True)
 
 
 def canonical_query(raw_query, presigned):
@@ -94,9 +126,8 @@ def hmac_hex(key, msg):
     return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
 
 
-def canonical_request(method, raw_path, raw_query, headers, signed, payload, presigned):
-    lines = [method, uri_encode(pct_decode(raw_path) or b"/", True),
-             canonical_query(raw_query, presigned)]
+def canonical_request(method, raw_path, raw_query, headers, signed, payload, presigned, s3=True):
+    lines = [method, canonical_path(raw_path, s3), canonical_query(raw_query, presigned)]
     for name in signed:
         values = headers.get_all(name) or []
         if not values:
@@ -270,7 +301,8 @@ class Handler(BaseHTTPRequestHandler):
     def log_line(self, status, code=None):
         entry = {"method": self.command, "path": self.path.split("?")[0], "status": status,
                  "auth": getattr(self, "auth_kind", None),
-                 "payload": getattr(self, "payload_kind", None), "code": code}
+                 "payload": getattr(self, "payload_kind", None), "code": code,
+                 "service": getattr(self, "service", None)}
         with self.server.log_lock, open(self.server.log_path, "a") as f:
             f.write(json.dumps(entry) + "\n")
 
@@ -328,12 +360,17 @@ class Handler(BaseHTTPRequestHandler):
                 raise AuthError(403, "RequestTimeTooSkewed", "time too skewed")
             token = self.headers.get("x-amz-security-token")
             payload = self.headers.get("x-amz-content-sha256")
-            if not payload:
-                raise AuthError(400, "InvalidRequest", "missing x-amz-content-sha256")
         key_id, date, region, service = parse_credential(cred)
+        self.service = service
+        if not payload:
+            if service == "s3":
+                raise AuthError(400, "InvalidRequest", "missing x-amz-content-sha256")
+            # Other services sign the hash of the body; this is the body as received.
+            payload = hashlib.sha256(body).hexdigest()
         if "host" not in signed or signed != sorted(set(signed)):
             raise AuthError(403, "SignatureDoesNotMatch", "bad signed headers")
-        if timestamp[:8] != date or service != "s3" or region != cfg.region:
+        if timestamp[:8] != date or region != cfg.region or (
+                service != "s3" and (service not in NON_S3_SERVICES or presigned)):
             raise AuthError(403, "SignatureDoesNotMatch", "bad credential scope")
         if not hmac.compare_digest(key_id, cfg.key_id):
             raise AuthError(403, "InvalidAccessKeyId",
@@ -346,7 +383,7 @@ class Handler(BaseHTTPRequestHandler):
             raise AuthError(403, "SignatureDoesNotMatch", "session token not signed")
         scope = "%s/%s/%s/aws4_request" % (date, region, service)
         creq = canonical_request(self.command, raw_path, raw_query, self.headers, signed, payload,
-                                 presigned)
+                                 presigned, service == "s3")
         key = signing_key(cfg.secret, date, region, service)
         want = hmac_hex(key, string_to_sign(timestamp, scope, creq))
         if not hmac.compare_digest(want, signature):
@@ -361,7 +398,8 @@ class Handler(BaseHTTPRequestHandler):
             return body
         if payload == UNSIGNED:
             return body
-        if payload in (STREAMING, STREAMING_TRAILER, STREAMING_UNSIGNED_TRAILER) and not presigned:
+        if payload in (STREAMING, STREAMING_TRAILER, STREAMING_UNSIGNED_TRAILER) and not presigned \
+                and service == "s3":
             data, trailers = decode_aws_chunked(body, payload, key, timestamp, scope, want)
             declared = self.headers.get("x-amz-decoded-content-length")
             if declared is None or int(declared) != len(data):
@@ -374,11 +412,14 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- operations --
     def handle_any(self):
-        self.auth_kind = self.payload_kind = None
+        self.auth_kind = self.payload_kind = self.service = None
         try:
             body = self.read_body()
             data = self.authenticate(body)
-            status, out, headers = self.operate(data)
+            if self.service != "s3":
+                status, out, headers = self.echo(data)
+            else:
+                status, out, headers = self.operate(data)
         except AuthError as e:
             self.error(e.status, e.code, e.message)
             return
@@ -386,6 +427,12 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(status, out, headers)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+    def echo(self, data):
+        """A non-S3 service: what was verified, for the tests to compare."""
+        out = json.dumps({"service": self.service, "method": self.command, "path": self.path,
+                          "sha256": hashlib.sha256(data).hexdigest(), "length": len(data)})
+        return 200, out.encode(), {"Content-Type": "application/json"}
 
     def operate(self, data):
         st = self.server.store
@@ -586,7 +633,11 @@ def sign(args):
         s3={"payload_signing_enabled": not args.unsigned_payload})
     if args.unsigned_payload:
         req.headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
-    S3SigV4Auth(Credentials(*creds()), "s3", args.region).add_auth(req)
+    if args.service == "s3":
+        S3SigV4Auth(Credentials(*creds()), "s3", args.region).add_auth(req)
+    else:
+        from botocore.auth import SigV4Auth
+        SigV4Auth(Credentials(*creds()), args.service, args.region).add_auth(req)
     p = req.prepare()
     sys.stdout.buffer.write(raw_request(args.method, p.url, dict(p.headers), body))
 
@@ -705,6 +756,8 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("--host", required=True)
         p.add_argument("--region", default="us-east-1")
+        p.add_argument("--service", default="s3", help="sign only: botocore's SigV4Auth for "
+                       "any other service (no x-amz-content-sha256: the body's hash is signed)")
         p.add_argument("--method", default="PUT" if name == "stream" else "GET")
         p.add_argument("--header", action="append", default=[])
         p.add_argument("--body")

@@ -49,3 +49,9 @@ tests_unit_test_channel_LDADD = $(UNIT_LDADD)
 # slate-guest against a scripted host (tests/unit/guest-driver.py), without a VM.
 unit_tests += tests/unit/slate-guest.test
 EXTRA_DIST += tests/unit/slate-guest.test tests/unit/guest-driver.py
+# The sha256-1m disk digest (image/verify.c): hole layout does not matter, one byte does.
+unit_tests += tests/unit/test-verify
+check_PROGRAMS += tests/unit/test-verify
+tests_unit_test_verify_SOURCES = tests/unit/test-verify.c
+tests_unit_test_verify_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_verify_LDADD = $(UNIT_LDADD)

@@ -3,7 +3,7 @@
 /*
  * The image store on a real loop-mounted btrfs made in the fixture: imports from the same
  * filesystem (reflink) and from another one (sparse copy, holes kept), hashes checked against
- * sha256sum, read-only files, duplicates, replacement, the sweep, the staging API the catalog
+ * an independent sha256-1m (python3's hashlib; doc/catalog.md), read-only files, duplicates, replacement, the sweep, the staging API the catalog
  * uses. Needs root (mount); skipped (77) otherwise. Runs in a private mount namespace so nothing
  * stays mounted even after a crash.
  *
@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "image/store.h"
+#include "image/verify.h"
 #include "storage/loop.h"
 #include "storage/spawn.h"
 #include "storage/storage.h"
@@ -198,6 +199,31 @@ static void sha256sum(const char *path, char out[65])
 	out[64] = '\0';
 }
 
+#define DIGEST_LEN (VERIFY_DIGEST_STRLEN + 1)
+
+/* sha256-1m as doc/catalog.md defines it, computed by python3 reading every byte. */
+static void digest_ref(const char *path, char out[DIGEST_LEN])
+{
+	static const char prog[] =
+	        "import hashlib,struct,sys\n"
+	        "f=open(sys.argv[1],'rb'); n=0; hs=[]\n"
+	        "while True:\n"
+	        "    b=f.read(1<<20)\n"
+	        "    if not b: break\n"
+	        "    n+=len(b); hs.append(hashlib.sha256(b).digest())\n"
+	        "o=hashlib.sha256(b'slate-sha256-1m\\0'+struct.pack('<Q',n)+b''.join(hs))\n"
+	        "print('sha256-1m:'+o.hexdigest())\n";
+	const char *argv[] = {"python3", "-c", prog, path, NULL};
+	_cleanup_free_ char *o = NULL;
+
+	assert_int_equal(spawn_run(argv, &o), 0);
+	assert_non_null(o);
+	assert_true(strlen(o) >= VERIFY_DIGEST_STRLEN);
+	memcpy(out, o, VERIFY_DIGEST_STRLEN);
+	out[VERIFY_DIGEST_STRLEN] = '\0';
+	assert_true(verify_digest_string_ok(out));
+}
+
 static bool exists_at(int dir_fd, const char *name)
 {
 	struct stat st;
@@ -337,10 +363,10 @@ static void test_import_reflink(void **state)
 	_cleanup_close_ int dir = -1;
 	struct progress p = {.monotonic = true};
 	struct storage_usage u;
-	char sum[65];
+	char sum[DIGEST_LEN];
 
 	make_image(src_fd, "same.raw", 64 * MIB, data, ELEMENTSOF(data), NULL, 0, 1);
-	sha256sum(src, sum);
+	digest_ref(src, sum);
 	assert_int_equal(image_store_import(store, "same", src, NULL, NULL, "console=ttyS0", false,
 	                                    on_progress, &p, &info),
 	                 0);
@@ -393,13 +419,13 @@ static void test_import_copy(void **state)
 	struct progress p = {.monotonic = true};
 	struct storage_usage u;
 	struct stat st;
-	char sum[65];
+	char sum[DIGEST_LEN];
 
 	make_image(other_fd, "other.raw", 256 * MIB, data, ELEMENTSOF(data), zeros,
 	           ELEMENTSOF(zeros), 2);
 	assert_int_equal(fstatat(other_fd, "other.raw", &st, 0), 0);
 	assert_true((uint64_t)st.st_blocks * 512 >= 27 * MIB); /* the source is not that sparse */
-	sha256sum(src, sum);
+	digest_ref(src, sum);
 
 	assert_int_equal(image_store_import(store, "other", src, NULL, NULL, NULL, false,
 	                                    on_progress, &p, &info),
@@ -418,12 +444,12 @@ static void test_import_copy(void **state)
 	assert_int_equal(u.shared, 0);
 	assert_true(files_equal(src, dir, "disk.img"));
 	{
-		char again[65];
+		char again[DIGEST_LEN];
 		_cleanup_free_ char *installed = NULL;
 
 		assert_true(asprintf(&installed, "%s/other/disk.img", storage_images_path(store)) >
 		            0);
-		sha256sum(installed, again);
+		digest_ref(installed, again);
 		assert_string_equal(again, sum);
 	}
 	dir = safe_close(dir);
@@ -490,12 +516,12 @@ static void test_duplicate_and_replace(void **state)
 	                                              *none = NULL;
 	_cleanup_free_ char *a = other_path("a.raw"), *b = other_path("b.raw");
 	_cleanup_close_ int old_dir = -1, ws = -1;
-	char sum_a[65], sum_b[65];
+	char sum_a[DIGEST_LEN], sum_b[DIGEST_LEN];
 
 	make_image(other_fd, "a.raw", 4 * MIB, data1, ELEMENTSOF(data1), NULL, 0, 10);
 	make_image(other_fd, "b.raw", 4 * MIB, data2, ELEMENTSOF(data2), NULL, 0, 11);
-	sha256sum(a, sum_a);
-	sha256sum(b, sum_b);
+	digest_ref(a, sum_a);
+	digest_ref(b, sum_b);
 
 	assert_int_equal(
 	        image_store_import(store, "dup", a, NULL, NULL, NULL, false, NULL, NULL, &v1), 0);
@@ -695,6 +721,34 @@ static void test_stage_and_install(void **state)
 	remove_image("cat");
 }
 
+/* A sha256-1m digest goes to image.json as "digest" (a plain SHA-256 as "sha256", above). */
+static void test_install_digest(void **state)
+{
+	static const char digest[] =
+	        "sha256-1m:"
+	        "30e14955ebf1352266dc2ff8067e68104607e750abb9d3b36582b8af909fcb58";
+	_cleanup_(image_info_freep) struct image_info *got = NULL;
+	_cleanup_free_ char *name = NULL;
+	_cleanup_close_ int d = -1, dfd = -1;
+	_cleanup_buf_ struct buf *json = NULL;
+	struct image_info info = {.id = (char *)"dig", .sha256 = (char *)digest};
+
+	assert_int_equal(image_store_stage_dir(store, "dig", &d, &name), 0);
+	{
+		_cleanup_close_ int f = openat(d, "disk.img", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		assert_true(f >= 0);
+		assert_int_equal(ftruncate(f, MIB), 0);
+	}
+	assert_int_equal(image_store_install_dir(store, name, &info, false, NULL), 0);
+	assert_int_equal(image_store_get(store, "dig", &got), 0);
+	assert_string_equal(got->sha256, digest);
+	assert_int_equal(image_store_open_dir(store, "dig", &dfd), 0);
+	assert_int_equal(fs_read_file_at(dfd, "image.json", 65536, &json), 0);
+	assert_non_null(memmem(buf_ptr(json), buf_len(json), "\"digest\"", 8));
+	assert_null(memmem(buf_ptr(json), buf_len(json), "\"sha256\"", 8));
+	remove_image("dig");
+}
+
 static void test_import_errors(void **state)
 {
 	_cleanup_free_ char *missing = other_path("missing.raw"), *empty = other_path("empty.raw");
@@ -781,6 +835,7 @@ int main(void)
 	        cmocka_unit_test(test_sweep),
 	        cmocka_unit_test(test_list_and_remove),
 	        cmocka_unit_test(test_stage_and_install),
+	        cmocka_unit_test(test_install_digest),
 	        cmocka_unit_test(test_import_errors),
 	};
 	const struct CMUnitTest bench[] = {

@@ -260,22 +260,6 @@ int handle_catalog_update(struct api_request *req, struct api_reply *reply)
 	return api_reply_stream(reply, update_run, j, job_free);
 }
 
-static struct json_object *image_json(const struct image_info *i)
-{
-	struct json_object *o = json_object_new_object();
-
-	if (o &&
-	    (json_add_string(o, "id", i->id) < 0 || json_add_int64(o, "version", i->version) < 0 ||
-	     json_add_bool(o, "local", i->local) < 0 || json_add_bool(o, "signed", !i->local) < 0 ||
-	     json_add_string(o, "sha256", i->sha256) < 0 ||
-	     json_add_int64(o, "size", (int64_t)i->size) < 0 ||
-	     json_add_string(o, "boot", i->kernel_boot ? "kernel" : "firmware") < 0)) {
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
-}
-
 static int pull_run(struct api_stream *s, void *arg)
 {
 	struct job *j = arg;
@@ -299,7 +283,7 @@ static int pull_run(struct api_stream *s, void *arg)
 		return api_stream_error(s, error_code(r),
 		                        err.message[0] ? err.message : slate_strerror(r));
 	}
-	o = image_json(res.info);
+	o = api_image_json(res.info, false);
 	steps = json_object_new_array();
 	if (!o || !steps || json_add(o, "postinstall_pending", steps) < 0 ||
 	    json_add_bool(o, "up_to_date", res.up_to_date) < 0 ||
@@ -416,6 +400,7 @@ static int verify_run(struct api_stream *s, void *arg)
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *e = json_object_new_object();
+		char digest[API_DIGEST_TEXT_MAX];
 		if (!e || json_object_array_add(arr, e) < 0) {
 			json_object_put(e);
 			free(res);
@@ -427,7 +412,7 @@ static int verify_run(struct api_stream *s, void *arg)
 		(void)json_add_bool(e, "ok", res[i].ok);
 		(void)json_add_bool(e, "local", res[i].local);
 		(void)json_add_string(e, "catalog", res[i].catalog);
-		(void)json_add_string(e, "sha256", res[i].actual);
+		(void)json_add_string(e, "digest", api_digest_text(res[i].actual, digest));
 		if (res[i].image_version)
 			(void)json_add_int64(e, "image_version", res[i].image_version);
 		if (!res[i].ok) {
@@ -435,7 +420,8 @@ static int verify_run(struct api_stream *s, void *arg)
 			if (res[i].error < 0)
 				(void)json_add_string(e, "error", slate_strerror(res[i].error));
 			else
-				(void)json_add_string(e, "expected", res[i].expected);
+				(void)json_add_string(e, "expected",
+				                      api_digest_text(res[i].expected, digest));
 		}
 	}
 	free(res);

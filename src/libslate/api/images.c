@@ -13,17 +13,28 @@
 #include "util/json.h"
 #include "util/log.h"
 
-static struct json_object *image_json(const struct image_info *i)
+const char *api_digest_text(const char *stored, char out[API_DIGEST_TEXT_MAX])
+{
+	if (!stored || !*stored)
+		return "";
+	if (strchr(stored, ':'))
+		return stored;
+	(void)snprintf(out, API_DIGEST_TEXT_MAX, "sha256:%s", stored);
+	return out;
+}
+
+struct json_object *api_image_json(const struct image_info *i, bool with_installed)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
+	char digest[API_DIGEST_TEXT_MAX];
 
 	if (!o || json_add_string(o, "id", i->id) < 0 ||
 	    json_add_int64(o, "version", i->version) < 0 ||
 	    json_add_bool(o, "local", i->local) < 0 || json_add_bool(o, "signed", !i->local) < 0 ||
-	    json_add_string(o, "sha256", i->sha256 ? i->sha256 : "") < 0 ||
+	    json_add_string(o, "digest", api_digest_text(i->sha256, digest)) < 0 ||
 	    json_add_int64(o, "size", (int64_t)i->size) < 0 ||
 	    json_add_string(o, "boot", i->kernel_boot ? "kernel" : "firmware") < 0 ||
-	    json_add_int64(o, "installed", i->installed) < 0)
+	    (with_installed && json_add_int64(o, "installed", i->installed) < 0))
 		return NULL;
 	if (i->cmdline)
 		(void)json_add_string(o, "cmdline", i->cmdline);
@@ -50,7 +61,7 @@ int handle_image_list(struct api_request *req, struct api_reply *reply)
 		return api_reply_error(reply, 500, API_ERR_FAILED, "listing images: %s",
 		                       slate_strerror(r));
 	for (size_t i = 0; i < n; i++)
-		(void)json_object_array_add(arr, image_json(list[i]));
+		(void)json_object_array_add(arr, api_image_json(list[i], true));
 	image_info_list_free(list, n);
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
@@ -122,7 +133,7 @@ static int import_run(struct api_stream *s, void *arg)
 	}
 	log_info("imported image %s version %lld from %s", info->id, (long long)info->version,
 	         j->path);
-	return api_stream_result(s, image_json(info));
+	return api_stream_result(s, api_image_json(info, true));
 }
 
 int handle_image_import(struct api_request *req, struct api_reply *reply)

@@ -102,7 +102,21 @@ int handle_secret_delete(struct api_request *req, struct api_reply *reply);
 int handle_egress_get(struct api_request *req, struct api_reply *reply);
 int handle_egress_set(struct api_request *req, struct api_reply *reply);
 int proxy_service_start(struct daemon_ctx *d);
+/* `create`'s egress settings, {"default": "allow-all"|"deny-all", "rules": [{"action", "host"}]}:
+ * checked as `slate egress` checks them (egress_policy_apply) into a new policy, else a 400 in
+ * reply and -EINVAL; api_egress_save writes it into workspace name's egress.json. */
+struct egress_policy;
+int api_egress_from_json(struct json_object *o, struct egress_policy **ret,
+                         struct api_reply *reply);
+int api_egress_save(struct daemon_ctx *d, const char *name, const struct egress_policy *p);
 void proxy_service_stop(struct daemon_ctx *d);
+/* In api/images.c: an installed image as JSON (GET /v1/images, pull, import); its digest as
+ * the API shows it (api_digest_text): "sha256-1m:<hex>" (image/verify.h) or, for an image
+ * installed with a plain SHA-256, "sha256:<hex>". out holds API_DIGEST_TEXT_MAX bytes. */
+struct image_info;
+#define API_DIGEST_TEXT_MAX 96
+struct json_object *api_image_json(const struct image_info *i, bool with_installed);
+const char *api_digest_text(const char *stored, char out[API_DIGEST_TEXT_MAX]);
 /* In api/trace.c: the audit trail (workspace/audit.h). */
 int handle_trace(struct api_request *req, struct api_reply *reply);
 /* In api/provision.c: hands the running guest its placeholders (environment, files) and the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <errno.h>
+#include <fcntl.h>
 #include <lzma.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,25 +12,32 @@
 #include <zstd.h>
 
 #include "image/expand.h"
+#include "image/verify.h"
 #include "util/error.h"
 #include "util/fs.h"
 
 /*
- * Output travels in buffers of this size, at most EXPAND_NBUF at once, to two threads: one hashes
- * every buffer, the other scans it for zeros and writes the rest. Hashing the whole output (holes
- * included: 4 GiB of SHA-256 for a 4 GiB disk however little data it holds) is the longest of
- * the three stages, so it gets a thread of its own that runs up to EXPAND_NBUF buffers ahead of
- * the writes instead of waiting on each.
+ * Output travels in buffers of this size (a multiple of VERIFY_BLOCK, so every buffer starts on a
+ * block of the digest), at most EXPAND_NBUF at once, to two threads: one finds the zero pages and
+ * computes the sha256-1m digest (image/verify.h: a block of zeros costs the zero check, a data
+ * block its SHA-256), the other then writes every page that is not zeros. Both run while the
+ * caller receives and decompresses the next buffers.
  */
 #define EXPAND_BUF_SIZE (4u << 20)
 #define EXPAND_NBUF 8
 /*
- * Written data is flushed (fdatasync, on a thread of its own) whenever this much more has been
- * written, so that the device works while the download goes on and the fsync before the install
- * finds little left to do; it also keeps the page cache from filling with dirty data.
+ * The writeback of written data is started (sync_file_range(SYNC_FILE_RANGE_WRITE), on a thread of
+ * its own) whenever this much more has been written, so that the device works while the download
+ * goes on and the fsync before the install finds little left to do; it also keeps the page cache
+ * from filling with dirty data. Only starting it, not fdatasync: that waits, and on btrfs commits
+ * the log tree each time, for nothing, since the install fsyncs the file (data and metadata)
+ * before the rename that makes it the image anyway. A crash before that fsync loses a staging
+ * directory, never an installed image.
  */
 #define EXPAND_SYNC_EVERY (128u << 20)
 #define EXPAND_READ_CHUNK (1u << 20)
+#define PAGES_PER_BUF (EXPAND_BUF_SIZE / EXPAND_HOLE_BLOCK)
+#define ZMAP_WORDS (PAGES_PER_BUF / 64)
 /* xz streams needing more memory than this to decode are refused. */
 #define EXPAND_XZ_MEMLIMIT (512ull << 20)
 
@@ -73,8 +80,12 @@ struct expand {
 	uint64_t written, synced; /* under lock: data bytes written, and flushed */
 	pthread_t syncer;
 	bool syncer_started;
+	/* The digest stage's finding for the writer: bit k of zmap[slot] is set when the k-th
+	 * EXPAND_HOLE_BLOCK of the buffer is all zeros. The writer takes a buffer only after the
+	 * digest stage, so the output is scanned for zeros once. */
+	uint64_t zmap[EXPAND_NBUF][ZMAP_WORDS];
 
-	EVP_MD_CTX *md;
+	struct verify_digest digest;
 };
 
 static const uint8_t zero_block[EXPAND_HOLE_BLOCK];
@@ -83,6 +94,11 @@ static const uint8_t zero_block[EXPAND_HOLE_BLOCK];
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	return memcmp(p, zero_block, n) == 0;
+}
+
+static bool page_zero(const struct expand *e, unsigned slot, size_t page)
+{
+	return e->zmap[slot][page / 64] & (1ull << (page % 64));
 }
 
 static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -103,9 +119,38 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 	return 0;
 }
 
+/*
+ * The digest stage: finds the zero pages of a buffer (for the writer too), then adds each block
+ * to the digest: a block of zero pages as zeros (not hashed), any other one hashed.
+ */
 static int hash_buffer(struct expand *e, unsigned slot)
 {
-	return EVP_DigestUpdate(e->md, e->bufs[slot], e->lens[slot]) == 1 ? 0 : SLATE_ERR_CRYPTO;
+	const uint8_t *p = e->bufs[slot];
+	size_t len = e->lens[slot];
+	uint64_t *zmap = e->zmap[slot];
+	int r;
+
+	memset(zmap, 0, sizeof(e->zmap[slot]));
+	for (size_t b = 0; b < len; b += VERIFY_BLOCK) {
+		size_t blen = len - b < VERIFY_BLOCK ? len - b : VERIFY_BLOCK;
+		bool zero = true;
+
+		for (size_t i = b; i < b + blen; i += EXPAND_HOLE_BLOCK) {
+			size_t n =
+			        b + blen - i < EXPAND_HOLE_BLOCK ? b + blen - i : EXPAND_HOLE_BLOCK;
+			size_t page = i / EXPAND_HOLE_BLOCK;
+
+			if (all_zero(p + i, n))
+				zmap[page / 64] |= 1ull << (page % 64);
+			else
+				zero = false;
+		}
+		r = zero ? verify_digest_zeros(&e->digest, blen)
+		         : verify_digest_update(&e->digest, p + b, blen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 static int write_run(struct expand *e, const uint8_t *p, size_t n, uint64_t off)
@@ -133,7 +178,7 @@ static int write_buffer(struct expand *e, unsigned slot)
 	for (i = 0; i < len; i += EXPAND_HOLE_BLOCK) {
 		size_t n = len - i < EXPAND_HOLE_BLOCK ? len - i : EXPAND_HOLE_BLOCK;
 
-		if (!all_zero(p + i, n))
+		if (!page_zero(e, slot, i / EXPAND_HOLE_BLOCK))
 			continue;
 		if (i > run) {
 			r = write_run(e, p + run, i - run, off + run);
@@ -159,7 +204,10 @@ static void *stage_main(void *arg)
 		bool skip;
 		int r = 0;
 
-		while (s->done == e->tail && !e->eof)
+		/* The writer takes only buffers the digest stage is through with (their zero
+		 * map is made). */
+		while (s->done == (s == &e->write ? e->hash.done : e->tail) &&
+		       !(e->eof && s->done == e->tail))
 			(void)pthread_cond_wait(&e->cond, &e->lock);
 		if (s->done == e->tail)
 			break;
@@ -178,7 +226,8 @@ static void *stage_main(void *arg)
 	return NULL;
 }
 
-/* The syncer's thread: flushes what the writer wrote, EXPAND_SYNC_EVERY bytes at a time. */
+/* The syncer's thread: starts the writeback of what the writer wrote, EXPAND_SYNC_EVERY bytes at
+ * a time. */
 static void *syncer_main(void *arg)
 {
 	struct expand *e = arg;
@@ -195,9 +244,11 @@ static void *syncer_main(void *arg)
 			break;
 		mark = e->written;
 		(void)pthread_mutex_unlock(&e->lock);
-		r = fdatasync(e->fd) < 0 ? -errno : 0;
+		r = sync_file_range(e->fd, 0, 0, SYNC_FILE_RANGE_WRITE) < 0 ? -errno : 0;
 		(void)pthread_mutex_lock(&e->lock);
-		if (r < 0 && r != -EINVAL && !e->error) /* EINVAL: cannot be synced, e.g. a pipe */
+		/* ESPIPE, EINVAL: nothing to sync (a pipe), or not supported: the final fsync
+		 * does it all. */
+		if (r < 0 && r != -EINVAL && r != -ESPIPE && r != -ENOSYS && !e->error)
 			e->error = r;
 		e->synced = mark;
 	}
@@ -387,6 +438,7 @@ static int run(struct expand *e, const uint8_t *p, size_t n, bool finish)
 int expand_new(enum catalog_compression compression, int out_fd, uint64_t size, struct expand **ret)
 {
 	_cleanup_(expand_freep) struct expand *e = NULL;
+	int r;
 
 	if (out_fd < 0 || size == 0 || !ret || compression > CATALOG_COMPRESSION_XZ)
 		return -EINVAL;
@@ -398,14 +450,12 @@ int expand_new(enum catalog_compression compression, int out_fd, uint64_t size, 
 	e->size = size;
 	(void)pthread_mutex_init(&e->lock, NULL);
 	(void)pthread_cond_init(&e->cond, NULL);
-	for (unsigned i = 0; i < EXPAND_NBUF; i++) {
-		e->bufs[i] = malloc(EXPAND_BUF_SIZE);
-		if (!e->bufs[i])
+	for (unsigned i = 0; i < EXPAND_NBUF; i++)
+		if (posix_memalign((void **)&e->bufs[i], EXPAND_HOLE_BLOCK, EXPAND_BUF_SIZE) != 0)
 			return -ENOMEM;
-	}
-	e->md = EVP_MD_CTX_new();
-	if (!e->md || EVP_DigestInit_ex(e->md, EVP_sha256(), NULL) != 1)
-		return SLATE_ERR_CRYPTO;
+	r = verify_digest_init(&e->digest, size);
+	if (r < 0)
+		return r;
 	switch (compression) {
 	case CATALOG_COMPRESSION_NONE:
 		break;
@@ -480,10 +530,8 @@ static int stop_stages(struct expand *e)
 	return r;
 }
 
-int expand_finish(struct expand *e, uint8_t ret_sha256[32])
+int expand_finish(struct expand *e, uint8_t ret_digest[32])
 {
-	uint8_t md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0;
 	int r;
 
 	if (!e || e->finished)
@@ -506,10 +554,7 @@ int expand_finish(struct expand *e, uint8_t ret_sha256[32])
 		return SLATE_ERR_SIZE_MISMATCH;
 	if (ftruncate(e->fd, (off_t)e->size) < 0)
 		return -errno;
-	if (EVP_DigestFinal_ex(e->md, md, &mdlen) != 1 || mdlen != 32)
-		return SLATE_ERR_CRYPTO;
-	memcpy(ret_sha256, md, 32);
-	return 0;
+	return verify_digest_final(&e->digest, ret_digest);
 }
 
 uint64_t expand_output_size(const struct expand *e)
@@ -533,7 +578,7 @@ void expand_free(struct expand *e)
 		(void)ZSTD_freeDStream(e->zs);
 	if (e->xz_init)
 		lzma_end(&e->xz);
-	EVP_MD_CTX_free(e->md);
+	verify_digest_done(&e->digest);
 	for (unsigned i = 0; i < EXPAND_NBUF; i++)
 		free(e->bufs[i]);
 	(void)pthread_mutex_destroy(&e->lock);
@@ -542,7 +587,7 @@ void expand_free(struct expand *e)
 }
 
 int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint64_t size,
-              uint8_t ret_sha256[32])
+              uint8_t ret_digest[32])
 {
 	_cleanup_(expand_freep) struct expand *e = NULL;
 	_cleanup_free_ uint8_t *chunk = malloc(EXPAND_READ_CHUNK);
@@ -566,5 +611,5 @@ int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint6
 		if (r < 0)
 			return r;
 	}
-	return expand_finish(e, ret_sha256);
+	return expand_finish(e, ret_digest);
 }

@@ -5,13 +5,14 @@
  * Streaming expansion of a downloaded disk artifact into a sparse raw file: compressed bytes go
  * in as they arrive (gzip with zlib, zstd with libzstd, xz with liblzma, or none), the output is
  * written at its offsets with every all-zero block left as a hole, so a 24 GiB image holding
- * 7 GiB of data takes about 7 GiB. The SHA-256 (OpenSSL EVP) of the whole output, holes read as
- * zeros, is computed on the way, so the installed disk never has to be read again.
+ * 7 GiB of data takes about 7 GiB. The sha256-1m digest of the output (image/verify.h: the SHA-256
+ * of its 1 MiB blocks' SHA-256s, where a block of zeros costs a zero check and no hashing) is
+ * computed on the way, so the installed disk never has to be read again.
  *
- * Hashing the output runs on a thread of its own, scanning it for zeros and writing it on
- * another, so that both overlap with receiving and decompressing (and hashing, the longest
- * stage, does not wait on each write); a third flushes what was written every 128 MiB (fdatasync),
- * so the device works during the download and the caller's fsync at the end is short.
+ * The digest runs on a thread of its own, scanning for zeros and writing on another, so that both
+ * overlap with receiving and decompressing; a third starts the writeback of what was written
+ * every 128 MiB (sync_file_range), so the device works during the download and the caller's
+ * fsync at the end, which makes it durable, finds little left to do.
  *
  * The output may never exceed the declared size (decompression bombs stop at once), and at the
  * end the stream must be complete and the output exactly that size: a truncated or corrupt
@@ -39,9 +40,10 @@ int expand_new(enum catalog_compression compression, int out_fd, uint64_t size,
 int expand_write(struct expand *e, const void *p, size_t n);
 /*
  * Ends the stream: checks that it is complete and that exactly size bytes came out, sets the
- * file's size (trailing holes included) and returns the output's SHA-256 in ret_sha256.
+ * file's size (trailing holes included) and returns the output's sha256-1m digest in ret_digest
+ * (verify_digest_string() writes it out). Nothing is durable yet: that is the caller's fsync.
  */
-int expand_finish(struct expand *e, uint8_t ret_sha256[32]);
+int expand_finish(struct expand *e, uint8_t ret_digest[32]);
 /* Bytes written out so far (holes included). */
 uint64_t expand_output_size(const struct expand *e);
 /* Stops the second thread and frees; NULL is fine. */
@@ -50,4 +52,4 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct expand *, expand_free);
 
 /* Expands everything readable from in_fd into out_fd (for tests and tools). */
 int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint64_t size,
-              uint8_t ret_sha256[32]);
+              uint8_t ret_digest[32]);

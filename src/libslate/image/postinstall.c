@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libvirt/libvirt.h>
+#include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -813,10 +814,10 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	_cleanup_close_ int img_fd = -1, stage_fd = -1;
 	struct postinstall_result res = {0};
 	struct image_info info = {0};
-	char nonce[POSTINSTALL_NONCE_LEN + 1], suffix[7], cmdline[256], hex[65];
+	char nonce[POSTINSTALL_NONCE_LEN + 1], suffix[7], cmdline[256],
+	        hex[VERIFY_DIGEST_STRLEN + 1];
 	unsigned timeout_s, deadline_s;
 	struct domain_spec sp;
-	uint8_t sha[32];
 	double t0;
 	int r;
 
@@ -1006,12 +1007,11 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 		                        slate_strerror(r));
 		goto fail;
 	}
-	r = verify_file_sha256(stage_fd, "disk.img", sha, NULL, NULL);
+	r = verify_file_digest(stage_fd, "disk.img", hex, NULL, NULL);
 	if (r < 0) {
 		(void)catalog_error_set(err, r, "hashing the new disk: %s", slate_strerror(r));
 		goto fail;
 	}
-	verify_hex(sha, hex);
 	if (expect_version > 0 &&
 	    (image_store_get(cfg->storage, id, &now) < 0 || now->version != old->version)) {
 		r = catalog_error_set(
@@ -1039,4 +1039,182 @@ fail:
 	if (stage)
 		(void)image_store_abort_dir(cfg->storage, stage);
 	return r;
+}
+
+/* ---- leftovers of a crashed slated ---------------------------------------------------------- */
+
+/* image_store_stage_dir()'s names: <images>/.tmp-<id>-XXXXXX (store.h). */
+#define STAGE_PREFIX ".tmp-"
+#define SUFFIX_LEN 6
+
+static bool all_of(const char *s, size_t n, const char *set)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!s[i] || !strchr(set, s[i]))
+			return false;
+	return true;
+}
+
+/* "slate.install-<id>-<6 hex>" -> id (allocated), or NULL when the name is not an installer's. */
+static char *installer_domain_image(const char *name)
+{
+	size_t plen = strlen(POSTINSTALL_DOMAIN_PREFIX), n;
+	char *id;
+
+	if (!name || strncmp(name, POSTINSTALL_DOMAIN_PREFIX, plen) != 0)
+		return NULL;
+	name += plen;
+	n = strlen(name);
+	if (n < SUFFIX_LEN + 2 || name[n - SUFFIX_LEN - 1] != '-' ||
+	    !all_of(name + n - SUFFIX_LEN, SUFFIX_LEN, "0123456789abcdef"))
+		return NULL;
+	id = strndup(name, n - SUFFIX_LEN - 1);
+	if (id && image_id_check(id) < 0) {
+		free(id);
+		return NULL;
+	}
+	return id;
+}
+
+/*
+ * Whether path is <images>/.tmp-<id>-XXXXXX/<one of the installer's files>, in the staging
+ * directory *stage already seen (or the first one, stored in stage). False for anything else.
+ */
+static bool installer_path(const char *path, const char *images, const char *id, char *stage,
+                           size_t stage_size)
+{
+	static const char *const files[] = {"disk.img", "steps.img", "console.log",
+	                                    "installer.vmlinuz", "installer.initrd"};
+	size_t ilen = strlen(images), slen = strlen(STAGE_PREFIX), idlen = strlen(id), n;
+	const char *rest, *slash;
+
+	if (!path || strncmp(path, images, ilen) != 0 || path[ilen] != '/')
+		return false;
+	rest = path + ilen + 1;
+	slash = strchr(rest, '/');
+	if (!slash || strchr(slash + 1, '/'))
+		return false;
+	n = (size_t)(slash - rest);
+	if (n != slen + idlen + 1 + SUFFIX_LEN || strncmp(rest, STAGE_PREFIX, slen) != 0 ||
+	    strncmp(rest + slen, id, idlen) != 0 || rest[slen + idlen] != '-' ||
+	    !all_of(rest + slen + idlen + 1, SUFFIX_LEN, "abcdefghijklmnopqrstuvwxyz0123456789") ||
+	    n >= stage_size)
+		return false;
+	if (!stage[0]) {
+		memcpy(stage, rest, n);
+		stage[n] = '\0';
+	} else if (strlen(stage) != n || strncmp(stage, rest, n) != 0)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(files); i++)
+		if (streq(slash + 1, files[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Whether every file the domain's XML names (each <source>'s file or path, the kernel, the
+ * initrd) is an installer file in one staging directory of this store; at least one must be.
+ * Fills stage with that directory's name.
+ */
+static bool installer_of_this_store(const char *xml, const char *images, const char *id,
+                                    char *stage, size_t stage_size)
+{
+	_cleanup_(xmlFreeDocp) xmlDocPtr doc = NULL;
+	xmlNodePtr root, cur;
+	size_t files = 0;
+	bool ok = true;
+
+	stage[0] = '\0';
+	doc = xmlReadMemory(xml, (int)strlen(xml), "domain.xml", NULL,
+	                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	root = doc ? xmlDocGetRootElement(doc) : NULL;
+	if (!root || !xmlStrEqual(root->name, BAD_CAST "domain"))
+		return false;
+	/* Depth-first over every element. */
+	for (cur = root; cur && ok;) {
+		if (cur->type == XML_ELEMENT_NODE) {
+			bool source = xmlStrEqual(cur->name, BAD_CAST "source");
+			bool boot = cur->parent && xmlStrEqual(cur->parent->name, BAD_CAST "os") &&
+			            (xmlStrEqual(cur->name, BAD_CAST "kernel") ||
+			             xmlStrEqual(cur->name, BAD_CAST "initrd") ||
+			             xmlStrEqual(cur->name, BAD_CAST "loader") ||
+			             xmlStrEqual(cur->name, BAD_CAST "nvram"));
+			if (source || boot) {
+				xmlChar *v = source ? xmlGetProp(cur, BAD_CAST "file") : NULL;
+
+				if (source && !v)
+					v = xmlGetProp(cur, BAD_CAST "path");
+				if (!source)
+					v = xmlNodeGetContent(cur);
+				ok = v &&
+				     installer_path((const char *)v, images, id, stage, stage_size);
+				xmlFree(v);
+				files++;
+			}
+		}
+		if (cur->children && cur->type == XML_ELEMENT_NODE) {
+			cur = cur->children;
+			continue;
+		}
+		while (cur && cur != root && !cur->next)
+			cur = cur->parent;
+		cur = cur && cur != root ? cur->next : NULL;
+	}
+	return ok && files > 0 && stage[0];
+}
+
+int postinstall_sweep(struct storage *s, const char *libvirt_uri)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	virDomainPtr *doms = NULL;
+	const char *images;
+	int n, r, removed = 0;
+
+	if (!s)
+		return -EINVAL;
+	images = storage_images_path(s);
+	if (!images)
+		return -EINVAL;
+	r = vm_connect(libvirt_uri ? libvirt_uri : "qemu:///system", &conn);
+	if (r < 0)
+		return r;
+	n = virConnectListAllDomains(conn, &doms, 0);
+	if (n < 0)
+		return -EIO;
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *id = NULL, *xml = NULL;
+		const char *name = virDomainGetName(doms[i]);
+		char stage[256];
+		int k;
+
+		id = installer_domain_image(name);
+		if (!id)
+			continue;
+		xml = virDomainGetXMLDesc(doms[i], 0);
+		if (!xml || !installer_of_this_store(xml, images, id, stage, sizeof(stage))) {
+			log_debug("installer domain %s: not of state directory %s, left alone",
+			          name, storage_state_path(s));
+			continue;
+		}
+		if (virDomainIsActive(doms[i]) == 1 && virDomainDestroy(doms[i]) < 0) {
+			log_warning("cannot destroy the leftover installer domain %s: %s", name,
+			            vm_last_error());
+			continue;
+		}
+		if (virDomainIsPersistent(doms[i]) == 1 && virDomainUndefine(doms[i]) < 0)
+			log_warning("cannot undefine the leftover installer domain %s: %s", name,
+			            vm_last_error());
+		k = image_store_abort_dir(s, stage);
+		if (k < 0 && k != -ENOENT)
+			log_warning("cannot remove %s/%s of the leftover installer domain %s: %s",
+			            images, stage, name, slate_strerror(k));
+		log_info("removed installer domain %s and %s/%s, left over by an earlier slated "
+		         "(postinstall steps of image %s interrupted; the image is unchanged)",
+		         name, images, stage, id);
+		removed++;
+	}
+	for (int i = 0; i < n; i++)
+		(void)virDomainFree(doms[i]);
+	free(doms);
+	return removed;
 }

@@ -137,3 +137,16 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
                       const struct catalog_step *steps, size_t n, const char *catalog_json,
                       int64_t expect_version, postinstall_progress_fn progress, void *ud,
                       struct postinstall_result *ret, struct catalog_error *err);
+
+/*
+ * Installer domains left behind by a slated of this store's state directory that died while
+ * steps ran (a crash, kill -9): at start, before image_store_sweep() and before any install,
+ * every domain named POSTINSTALL_DOMAIN_PREFIX "<id>-<6 hex digits>" whose every file (each
+ * disk's and the console's <source>, kernel, initrd) lies in one staging directory
+ * <images>/.tmp-<id>-XXXXXX of this store is destroyed (and undefined if persistent), and that
+ * directory removed. Domains of the same shape whose files lie elsewhere (another slated's state
+ * directory) are never touched. The base image is unchanged either way: the clone was never
+ * installed. Logs each removal. Returns the number removed, or -errno (-ECONNREFUSED: libvirt
+ * cannot be reached).
+ */
+int postinstall_sweep(struct storage *s, const char *libvirt_uri);

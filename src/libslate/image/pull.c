@@ -25,6 +25,7 @@
 #define IMAGE_SOURCE_MAX (16u << 20) /* commands may be 64 KiB each, 256 of them */
 #define LOCK_WAIT_MS 30000
 #define PROGRESS_EVERY (4u << 20)
+#define DIGEST_MAX (VERIFY_DIGEST_STRLEN + 1)
 
 static const char *const compression_names[] = {"none", "gzip", "zstd", "xz"};
 
@@ -202,7 +203,7 @@ struct download {
 	struct expand *x; /* disk */
 	enum catalog_compression compression;
 	uint64_t uncompressed;
-	uint8_t raw_sha256[32];
+	uint8_t raw_digest[32]; /* disk: sha256-1m of the expanded disk */
 	pull_progress_fn progress;
 	void *ud;
 	struct catalog_error *err;
@@ -292,7 +293,7 @@ static int disk_write(struct download *d, const void *p, size_t n)
 
 static int disk_finish(struct download *d)
 {
-	int r = expand_finish(d->x, d->raw_sha256);
+	int r = expand_finish(d->x, d->raw_digest);
 
 	if (r == SLATE_ERR_SIZE_MISMATCH)
 		return catalog_error_set(d->err, r,
@@ -524,7 +525,8 @@ static int source_json(const struct catalog *c, const struct catalog_image *img,
 	    (r = json_add_int64(o, "catalogVersion", c->version)) < 0 ||
 	    (r = json_add_string(o, "keyId", c->key_id)) < 0 ||
 	    (r = json_add_int64(o, "imageVersion", img->version)) < 0 ||
-	    (r = json_add_string(o, "rawSha256", disk_sha)) < 0 ||
+	    (r = json_add_string(o, verify_digest_string_ok(disk_sha) ? "rawDigest" : "rawSha256",
+	                         disk_sha)) < 0 ||
 	    (r = json_add_string(disk, "compression", compression_names[img->compression])) < 0 ||
 	    (r = json_add_string(disk, "format",
 	                         img->format == CATALOG_DISK_QCOW2 ? "qcow2" : "raw")) < 0 ||
@@ -772,18 +774,22 @@ static int convert_qcow2(struct storage *s, const char *stage, struct catalog_er
 	return 0;
 }
 
-/* The SHA-256 of image id's disk as the catalog made it (before any postinstall step). */
-static void raw_sha_of(const struct pull_config *cfg, const struct image_info *info, char out[65])
+/* The digest of image id's disk as the catalog made it (before any postinstall step):
+ * catalog.json's rawDigest (sha256-1m), or rawSha256 (plain SHA-256: pulled before the block
+ * digest). */
+static void raw_sha_of(const struct pull_config *cfg, const struct image_info *info,
+                       char out[DIGEST_MAX])
 {
 	_cleanup_json_ struct json_object *src = NULL;
 	_cleanup_close_ int dfd = -1;
 	const char *v = NULL;
 
-	(void)snprintf(out, 65, "%s", info->sha256);
-	if (image_store_open_dir(cfg->storage, info->id, &dfd) >= 0 &&
-	    source_load(dfd, &src) >= 0 && json_get_string(src, "rawSha256", &v) >= 0 &&
-	    strlen(v) == 64)
-		memcpy(out, v, 65);
+	(void)snprintf(out, DIGEST_MAX, "%s", info->sha256);
+	if (image_store_open_dir(cfg->storage, info->id, &dfd) < 0 || source_load(dfd, &src) < 0)
+		return;
+	if ((json_get_string(src, "rawDigest", &v) >= 0 && verify_digest_string_ok(v)) ||
+	    (json_get_string(src, "rawSha256", &v) >= 0 && strlen(v) == 64))
+		(void)snprintf(out, DIGEST_MAX, "%s", v);
 }
 
 int image_pull(const struct pull_config *cfg, const char *id, const struct pull_consent *consent,
@@ -799,7 +805,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	const struct catalog_image *img;
 	struct image_info info = {0};
 	struct pull_result res = {0};
-	char raw_hex[65];
+	char raw_hex[DIGEST_MAX];
 	bool qcow2;
 	int r;
 
@@ -895,7 +901,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 			if (r >= 0) {
 				res.downloaded += d.received;
 				if (i == 2)
-					verify_hex(d.raw_sha256, raw_hex);
+					verify_digest_string(d.raw_digest, raw_hex);
 				/* A refreshed catalog may have moved on: what we install is what
 				 * it now says. */
 				if (d.cat->version != cat->version) {
@@ -924,12 +930,9 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 		}
 		r = convert_qcow2(cfg->storage, stage, err);
 		if (r >= 0) {
-			uint8_t h[32];
 			(void)unlinkat(stage_fd, "disk.qcow2", 0);
-			r = verify_file_sha256(stage_fd, "disk.img", h, NULL, NULL);
-			if (r >= 0)
-				verify_hex(h, raw_hex);
-			else
+			r = verify_file_digest(stage_fd, "disk.img", raw_hex, NULL, NULL);
+			if (r < 0)
 				(void)catalog_error_set(err, r, "hashing the converted disk: %s",
 				                        slate_strerror(r));
 		}
@@ -1014,32 +1017,38 @@ static void verify_progress(uint64_t done, uint64_t total, void *ud)
 	j->progress(&p, j->ud);
 }
 
+/* Checks file against expected: a sha256-1m digest string, or a plain SHA-256's hex. */
 static int check_file(int dfd, const char *file, const char *expected, struct verify_job *j,
                       struct image_verify_result *res)
 {
+	char hex[DIGEST_MAX];
 	uint8_t h[32];
-	char hex[65];
 	int r;
 
 	j->file = file;
 	j->reported = 0;
-	r = verify_file_sha256(dfd, file, h, verify_progress, j);
+	if (verify_digest_string_ok(expected))
+		r = verify_file_digest(dfd, file, hex, verify_progress, j);
+	else {
+		r = verify_file_sha256(dfd, file, h, verify_progress, j);
+		if (r >= 0)
+			verify_hex(h, hex);
+	}
 	if (r < 0) {
 		res->ok = false;
 		res->error = r;
 		(void)snprintf(res->file, sizeof(res->file), "%s", file);
 		return r;
 	}
-	verify_hex(h, hex);
 	if (!streq(hex, expected)) {
 		res->ok = false;
 		(void)snprintf(res->file, sizeof(res->file), "%s", file);
-		memcpy(res->expected, expected, 65);
-		memcpy(res->actual, hex, 65);
+		(void)snprintf(res->expected, sizeof(res->expected), "%s", expected);
+		(void)snprintf(res->actual, sizeof(res->actual), "%s", hex);
 		return 0;
 	}
 	if (streq(file, "disk.img"))
-		memcpy(res->actual, hex, 65);
+		(void)snprintf(res->actual, sizeof(res->actual), "%s", hex);
 	return 0;
 }
 
@@ -1057,7 +1066,7 @@ static void verify_one(const struct pull_config *cfg, const struct catalog *cat,
 	res->ok = true;
 	res->local = info->local;
 	res->catalog = info->local ? "local" : cat ? "not-in-catalog" : "no-catalog";
-	memcpy(res->expected, info->sha256, 65);
+	(void)snprintf(res->expected, sizeof(res->expected), "%s", info->sha256);
 	r = image_store_open_dir(cfg->storage, info->id, &dfd);
 	if (r < 0) {
 		res->ok = false;
@@ -1101,15 +1110,19 @@ static void verify_one(const struct pull_config *cfg, const struct catalog *cat,
 		                       ? "current"
 		                       : "outdated";
 		/* An uncompressed raw disk is its own artifact: the catalog's hash applies too,
-		 * until postinstall steps changed it (image.json has its hash since). */
+		 * until postinstall steps changed it (image.json has its hash since). Only where
+		 * image.json has a plain SHA-256 (pulled before the block digest): a sha256-1m
+		 * digest was computed from the very bytes whose SHA-256 matched the catalog's. */
 		if (json_get_object(src, "postinstall", &pi) >= 0)
 			(void)json_get_array(pi, "applied", &applied);
 		if (ci->compression == CATALOG_COMPRESSION_NONE && ci->format == CATALOG_DISK_RAW &&
-		    streq(res->catalog, "current") && !streq(ci->disk.sha256_hex, info->sha256) &&
+		    streq(res->catalog, "current") && !verify_digest_string_ok(info->sha256) &&
+		    !streq(ci->disk.sha256_hex, info->sha256) &&
 		    (!applied || json_object_array_length(applied) == 0)) {
 			res->ok = false;
 			(void)snprintf(res->file, sizeof(res->file), "disk.img");
-			memcpy(res->expected, ci->disk.sha256_hex, 65);
+			(void)snprintf(res->expected, sizeof(res->expected), "%s",
+			               ci->disk.sha256_hex);
 		}
 	}
 }

@@ -32,6 +32,7 @@
 
 #include "image/catalog.h"
 #include "image/store.h"
+#include "image/verify.h"
 
 #define PULL_TRIES 3
 #define PULL_SOURCE_FILE "source.url"         /* in <state>/catalog/ */
@@ -115,7 +116,9 @@ struct image_verify_result {
 	bool ok;
 	bool local;    /* imported, not from a catalog */
 	char file[32]; /* the file that failed, or "" */
-	char expected[65], actual[65];
+	/* disk.img: "sha256-1m:<hex>", or a plain SHA-256's hex (older images); the kernel and
+	 * initrd: plain SHA-256 hex. */
+	char expected[VERIFY_DIGEST_STRLEN + 1], actual[VERIFY_DIGEST_STRLEN + 1];
 	const char *catalog;   /* "current", "outdated", "not-in-catalog", "no-catalog", "local" */
 	int64_t image_version; /* the catalog image version installed (0 for local ones) */
 	int error;             /* < 0 when the image could not be read at all */

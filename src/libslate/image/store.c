@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "image/store.h"
+#include "image/verify.h"
 #include "storage/sparse.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -31,9 +31,6 @@
 #define DEL_PREFIX ".del-"
 #define TEXT_MAX 4096 /* cmdline, description */
 #define PROGRESS_STEP (8ull << 20)
-#define ZERO_CHUNK (1u << 20)
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_MD_CTX *, EVP_MD_CTX_free);
 
 void image_info_free(struct image_info *i)
 {
@@ -85,6 +82,13 @@ static bool sha256_hex_ok(const char *s)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return true;
+}
+
+/* A disk digest as image.json records it: "sha256-1m:<hex>", or (older images) the plain
+ * SHA-256's 64 hex digits. */
+static bool disk_digest_ok(const char *s)
+{
+	return verify_digest_string_ok(s) || sha256_hex_ok(s);
 }
 
 static bool text_ok(const char *s)
@@ -207,10 +211,17 @@ static int info_parse(const char *data, size_t len, const char *id, struct image
 	i->id = strdup(v);
 	if (!i->id)
 		return -ENOMEM;
-	r = json_get_string(o, "sha256", &v);
-	if (r < 0)
+	/* "digest" (sha256-1m) since the block digest; "sha256" (plain) before it. */
+	r = json_get_string(o, "digest", &v);
+	if (r == -ENOENT) {
+		r = json_get_string(o, "sha256", &v);
+		if (r < 0)
+			return r;
+		if (!sha256_hex_ok(v))
+			return SLATE_ERR_INVALID_FORMAT;
+	} else if (r < 0)
 		return r;
-	if (!sha256_hex_ok(v))
+	else if (!verify_digest_string_ok(v))
 		return SLATE_ERR_INVALID_FORMAT;
 	i->sha256 = strdup(v);
 	if (!i->sha256)
@@ -255,7 +266,8 @@ static int info_to_json(const struct image_info *i, char **ret)
 	if ((r = json_add_string(o, "id", i->id)) < 0 ||
 	    (r = json_add_int64(o, "version", i->version)) < 0 ||
 	    (r = json_add_bool(o, "local", i->local)) < 0 ||
-	    (r = json_add_string(o, "sha256", i->sha256)) < 0 ||
+	    (r = json_add_string(o, verify_digest_string_ok(i->sha256) ? "digest" : "sha256",
+	                         i->sha256)) < 0 ||
 	    (r = json_add_int64(o, "size", (int64_t)i->size)) < 0 ||
 	    (r = json_add_bool(o, "kernel_boot", i->kernel_boot)) < 0 ||
 	    (i->cmdline && (r = json_add_string(o, "cmdline", i->cmdline)) < 0) ||
@@ -520,7 +532,7 @@ int image_store_install_dir(struct storage *s, const char *name, const struct im
 
 	if (!s || !name || !has_prefix(name, TMP_PREFIX) || strchr(name, '/'))
 		return -EINVAL;
-	if (!info || image_id_check(info->id) < 0 || !sha256_hex_ok(info->sha256) ||
+	if (!info || image_id_check(info->id) < 0 || !disk_digest_ok(info->sha256) ||
 	    !text_ok(info->cmdline) || !text_ok(info->description)) {
 		(void)image_store_abort_dir(s, name);
 		return -EINVAL;
@@ -584,8 +596,7 @@ fail:
 /* Import */
 
 struct hash_state {
-	EVP_MD_CTX *ctx;
-	uint8_t *zeros;
+	struct verify_digest digest;
 	uint64_t total, reported;
 	void (*progress)(uint64_t done, uint64_t total, void *ud);
 	void *ud;
@@ -605,18 +616,22 @@ static int hash_piece(uint64_t off, const uint8_t *p, uint64_t len, void *ud)
 {
 	struct hash_state *h = ud;
 
+	int r;
+
 	if (p) {
-		if (EVP_DigestUpdate(h->ctx, p, (size_t)len) != 1)
-			return SLATE_ERR_CRYPTO;
+		r = verify_digest_update(&h->digest, p, (size_t)len);
+		if (r < 0)
+			return r;
 		report(h, off + len);
 		return 0;
 	}
-	/* A hole is zeros to SHA-256 (sha256sum reads it as such). */
+	/* A hole is zeros; its whole blocks are not hashed at all (progress still moves). */
 	while (len > 0) {
-		size_t n = len < ZERO_CHUNK ? (size_t)len : ZERO_CHUNK;
+		uint64_t n = len < PROGRESS_STEP ? len : PROGRESS_STEP;
 
-		if (EVP_DigestUpdate(h->ctx, h->zeros, n) != 1)
-			return SLATE_ERR_CRYPTO;
+		r = verify_digest_zeros(&h->digest, n);
+		if (r < 0)
+			return r;
 		off += n;
 		len -= n;
 		report(h, off);
@@ -647,8 +662,12 @@ static int import_file(int dir_fd, const char *name, const char *src_path, struc
 	             0600);
 	if (out < 0)
 		return -errno;
-	if (h)
+	if (h) {
 		h->total = (uint64_t)st.st_size;
+		r = verify_digest_init(&h->digest, h->total);
+		if (r < 0)
+			return r;
+	}
 
 	if (ioctl(out, FICLONE, in) == 0) {
 		log_debug("%s: reflinked from %s", name, src_path);
@@ -667,30 +686,16 @@ static int import_file(int dir_fd, const char *name, const char *src_path, struc
 	return 0;
 }
 
-static void hex(const uint8_t *p, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 int image_store_import(struct storage *s, const char *id, const char *disk_path,
                        const char *kernel_path, const char *initrd_path, const char *cmdline,
                        bool replace, void (*progress)(uint64_t done, uint64_t total, void *ud),
                        void *ud, struct image_info **ret)
 {
-	_cleanup_(EVP_MD_CTX_freep) EVP_MD_CTX *ctx = NULL;
-	_cleanup_free_ uint8_t *zeros = NULL;
 	_cleanup_free_ char *name = NULL;
 	_cleanup_close_ int dir_fd = -1;
 	struct hash_state h = {.progress = progress, .ud = ud};
-	uint8_t md[EVP_MAX_MD_SIZE];
-	char sha[2 * 32 + 1];
-	unsigned mdlen = 0;
+	uint8_t md[32];
+	char digest[VERIFY_DIGEST_STRLEN + 1];
 	struct image_info info = {0};
 	struct stat st;
 	int r;
@@ -705,15 +710,6 @@ int image_store_import(struct storage *s, const char *id, const char *disk_path,
 	if (!replace && fstatat(storage_images_fd(s), id, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return -EEXIST;
 
-	ctx = EVP_MD_CTX_new();
-	zeros = calloc(1, ZERO_CHUNK);
-	if (!ctx || !zeros)
-		return -ENOMEM;
-	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-		return SLATE_ERR_CRYPTO;
-	h.ctx = ctx;
-	h.zeros = zeros;
-
 	r = image_store_stage_dir(s, id, &dir_fd, &name);
 	if (r < 0)
 		return r;
@@ -722,17 +718,18 @@ int image_store_import(struct storage *s, const char *id, const char *disk_path,
 		r = import_file(dir_fd, KERNEL_IMG, kernel_path, NULL);
 	if (r >= 0 && initrd_path)
 		r = import_file(dir_fd, INITRD_IMG, initrd_path, NULL);
-	if (r >= 0 && (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32))
-		r = SLATE_ERR_CRYPTO;
+	if (r >= 0)
+		r = verify_digest_final(&h.digest, md);
+	verify_digest_done(&h.digest);
 	if (r < 0) {
 		(void)image_store_abort_dir(s, name);
 		return r;
 	}
-	hex(md, 32, sha);
+	verify_digest_string(md, digest);
 
 	info.id = (char *)id;
 	info.local = true;
-	info.sha256 = sha;
+	info.sha256 = digest;
 	info.cmdline = kernel_path ? (char *)cmdline : NULL;
 	return image_store_install_dir(s, name, &info, replace, ret);
 }

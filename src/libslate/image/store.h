@@ -23,9 +23,12 @@
 
 struct image_info {
 	char *id;
-	int64_t version;   /* bumped on every change of the base (re-import, postinstall) */
-	bool local;        /* imported by the administrator, not from a signed catalog */
-	char *sha256;      /* hex SHA-256 of disk.img as installed */
+	int64_t version; /* bumped on every change of the base (re-import, postinstall) */
+	bool local;      /* imported by the administrator, not from a signed catalog */
+	/* The digest of disk.img as installed: "sha256-1m:<hex>" (image/verify.h; image.json's
+	 * "digest"), or 64 hex digits, the plain SHA-256 (image.json's "sha256": images installed
+	 * before the block digest, and installers that still give one). */
+	char *sha256;
 	uint64_t size;     /* logical size of disk.img */
 	bool kernel_boot;  /* direct kernel boot with vmlinuz/initrd.img */
 	char *cmdline;     /* kernel command line (kernel_boot only), may be NULL */
@@ -44,7 +47,8 @@ int image_store_sweep(struct storage *s);
 
 /*
  * Imports disk_path (a raw image) as image id: FICLONE when it is on the same filesystem,
- * else a sparse copy (holes stay holes) hashed while copying; kernel/initrd (both or neither)
+ * else a sparse copy (holes stay holes), its sha256-1m digest computed while copying (holes are
+ * not read); kernel/initrd (both or neither)
  * for direct kernel boot. -EEXIST when id is installed and replace is false; with replace the
  * new image gets version old+1. progress (may be NULL) is called with bytes done/total.
  */
@@ -74,7 +78,7 @@ int image_store_stage_dir(struct storage *s, const char *id, int *ret_fd, char *
 /*
  * Installs the staging directory name (from image_store_stage_dir()) as image info->id:
  * disk.img must be there, vmlinuz/initrd.img both or neither; writes image.json from info (id,
- * local, sha256, cmdline, description are taken from it; version, size, kernel_boot and
+ * local, sha256 (either digest form), cmdline, description are taken from it; version, size, kernel_boot and
  * installed are set here: version is 1, or the replaced image's + 1), makes every file 0444,
  * fsyncs, and renames it into place. -EEXIST when id is installed and replace is false. The
  * staging directory is gone afterwards, installed or removed, whatever the result. *ret (may be
