@@ -18,7 +18,7 @@
 
 static const char usage_text[] =
         "Usage: slate secret set (NAME|--global) KEY --host HOST[,HOST...] [--kind KIND]\n"
-        "                        [--env VAR] [--file GUEST_PATH]\n"
+        "                        [--env VAR] [--file GUEST_PATH] [--body] [--query PARAM]\n"
         "       slate secret ls [NAME]\n"
         "       slate secret rm (NAME|--global) KEY\n"
         "\n"
@@ -34,6 +34,13 @@ static const char usage_text[] =
         "~/.git-credentials, ~/.config/gh/hosts.yml, ~/.aws/credentials are written in their\n"
         "own format; any other file gets the bare placeholder). --global stores it for all of\n"
         "your workspaces; a workspace's own secret of the same KEY overrides it.\n"
+        "\n"
+        "The real value goes in request header fields only, unless asked: --body also puts it\n"
+        "in form (application/x-www-form-urlencoded) and JSON request bodies, encoded for each\n"
+        "(bodies up to 256 KiB, not compressed; Content-Length fixed); --query PARAM also puts\n"
+        "it as the value of the query parameter PARAM (?PARAM=placeholder), percent-encoded.\n"
+        "Nowhere else in a URL, and never towards a host the secret is not bound to (that\n"
+        "is a leak: the request is refused and the workspace marked compromised). Not for aws.\n"
         "\n"
         "ls lists your global secrets, or with NAME what that workspace uses (global and its\n"
         "own): names, kinds, hosts, where the guest sees them, placeholders. Never values.\n";
@@ -151,7 +158,7 @@ static void print_placeholders(struct json_object *secret, bool named)
 
 static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_GLOBAL = 1, OPT_HOST, OPT_KIND, OPT_ENV, OPT_FILE };
+	enum { OPT_GLOBAL = 1, OPT_HOST, OPT_KIND, OPT_ENV, OPT_FILE, OPT_BODY, OPT_QUERY };
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {"global", no_argument, NULL, OPT_GLOBAL},
@@ -159,14 +166,16 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	        {"kind", required_argument, NULL, OPT_KIND},
 	        {"env", required_argument, NULL, OPT_ENV},
 	        {"file", required_argument, NULL, OPT_FILE},
+	        {"body", no_argument, NULL, OPT_BODY},
+	        {"query", required_argument, NULL, OPT_QUERY},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct json_object *hosts = json_object_new_array(), *value;
-	const char *key, *kind = "generic", *env = NULL, *file = NULL, *ws = NULL;
+	const char *key, *kind = "generic", *env = NULL, *file = NULL, *ws = NULL, *query = NULL;
 	unsigned char *v = NULL;
 	enum secret_kind k;
-	bool global = false;
+	bool global = false, in_body = false;
 	ssize_t n;
 	int c, r;
 
@@ -193,6 +202,12 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 			break;
 		case OPT_FILE:
 			file = optarg;
+			break;
+		case OPT_BODY:
+			in_body = true;
+			break;
+		case OPT_QUERY:
+			query = optarg;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -232,7 +247,17 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		                         "secret set: --file %s: an absolute guest path or one "
 		                         "under ~/, without '..'",
 		                         file);
+	if (query && secret_query_check(query) < 0)
+		return slate_usage_error(
+		        ctx, "secret set: --query %s: 1 to %d of A-Z a-z 0-9 _ . - ~ [ ]", query,
+		        SECRET_QUERY_MAX);
+	if ((in_body || query) && k == SECRET_KIND_AWS)
+		return slate_usage_error(ctx,
+		                         "secret set: --body and --query are not for aws secrets "
+		                         "(they are re-signed, not substituted)");
 	if ((ws && json_add_string(body, "workspace", ws) < 0) ||
+	    (in_body && json_add_bool(body, "body", true) < 0) ||
+	    (query && json_add_string(body, "query", query) < 0) ||
 	    (global && json_add_bool(body, "global", true) < 0) ||
 	    json_add_string(body, "key", key) < 0 || json_add_string(body, "kind", kind) < 0 ||
 	    (env && json_add_string(body, "env", env) < 0) ||
@@ -284,7 +309,7 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	};
 	_cleanup_json_ struct json_object *reply = NULL;
 	struct json_object *arr;
-	char path[256], hosts[1024], where[512];
+	char path[256], hosts[1024], where[512], in[128];
 	int c, r;
 
 	optind = 0;
@@ -318,11 +343,13 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		printf("no secrets\n");
 		return EXIT_SUCCESS;
 	}
-	printf("%-24s %-10s %-10s %-32s %-28s %s\n", "KEY", "KIND", "SCOPE", "HOSTS", "GUEST SEES",
-	       "PLACEHOLDER");
+	printf("%-24s %-10s %-10s %-32s %-28s %-20s %s\n", "KEY", "KIND", "SCOPE", "HOSTS",
+	       "GUEST SEES", "SUBSTITUTED IN", "PLACEHOLDER");
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		struct json_object *s = json_object_array_get_idx(arr, i), *ph;
-		const char *key = "?", *kind = "?", *scope = "?", *env = NULL, *file = NULL;
+		const char *key = "?", *kind = "?", *scope = "?", *env = NULL, *file = NULL,
+		           *query = NULL;
+		bool in_body = false;
 		size_t line = 0;
 
 		(void)json_get_string(s, "key", &key);
@@ -330,6 +357,11 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		(void)json_get_string(s, "scope", &scope);
 		(void)json_get_string(s, "env", &env);
 		(void)json_get_string(s, "file", &file);
+		(void)json_get_bool(s, "body", &in_body);
+		(void)json_get_string(s, "query", &query);
+		/* aws: re-signed (SigV4), else header fields, and what --body/--query added. */
+		(void)snprintf(in, sizeof(in), "%s%s%s%s", streq(kind, "aws") ? "sigv4" : "headers",
+		               in_body ? ",body" : "", query ? ",?" : "", query ? query : "");
 		join_hosts(s, hosts, sizeof(hosts));
 		(void)snprintf(where, sizeof(where), "%s%s%s%s%s%s", env ? "$" : "", env ? env : "",
 		               env && streq(kind, "aws") ? "_*" : "", env && file ? ", " : "",
@@ -338,10 +370,11 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 			continue;
 		json_object_object_foreach (ph, name, v) {
 			if (line++ == 0)
-				printf("%-24s %-10s %-10s %-32s %-28s ", key, kind, scope, hosts,
-				       where);
+				printf("%-24s %-10s %-10s %-32s %-28s %-20s ", key, kind, scope,
+				       hosts, where, in);
 			else
-				printf("%-24s %-10s %-10s %-32s %-28s ", "", "", "", "", "");
+				printf("%-24s %-10s %-10s %-32s %-28s %-20s ", "", "", "", "", "",
+				       "");
 			if (streq(kind, "aws"))
 				printf("%s: ", name);
 			printf("%s\n", json_object_get_string(v));

@@ -68,7 +68,23 @@ static void print_event(struct json_object *ev)
 		(void)json_get_int64(ev, "bytes_sent", &sent);
 		(void)json_get_int64(ev, "bytes_received", &recv);
 		if (json_get_array(ev, "substituted", &arr) >= 0 && json_object_array_length(arr)) {
+			struct json_object *in = NULL;
 			join(arr, list, sizeof(list));
+			/* With where each went: "KEY (header,body)". */
+			if (json_get_object(ev, "substituted_in", &in) >= 0) {
+				size_t o = 0;
+				list[0] = '\0';
+				json_object_object_foreach (in, k, v) {
+					char w[64];
+					int n;
+					join(v, w, sizeof(w));
+					n = snprintf(list + o, sizeof(list) - o, "%s%s (%s)",
+					             o ? ", " : "", k, w);
+					if (n < 0 || (size_t)n >= sizeof(list) - o)
+						break;
+					o += (size_t)n;
+				}
+			}
 			(void)snprintf(detail, sizeof(detail), "substituted %s; ", list);
 		}
 		(void)snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail),

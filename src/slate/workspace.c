@@ -129,7 +129,17 @@ int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_
 
 int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_IMAGE = 1, OPT_MEMORY, OPT_CPUS, OPT_HOME, OPT_SHARE, OPT_GENKEY };
+	enum {
+		OPT_IMAGE = 1,
+		OPT_MEMORY,
+		OPT_CPUS,
+		OPT_HOME,
+		OPT_SHARE,
+		OPT_GENKEY,
+		OPT_EGRESS,
+		OPT_ALLOW,
+		OPT_DENY
+	};
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {"image", required_argument, NULL, OPT_IMAGE},
@@ -138,15 +148,23 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	        {"home-size", required_argument, NULL, OPT_HOME},
 	        {"share", required_argument, NULL, OPT_SHARE},
 	        {"generate-ssh-key", no_argument, NULL, OPT_GENKEY},
+	        {"egress", required_argument, NULL, OPT_EGRESS},
+	        {"allow", required_argument, NULL, OPT_ALLOW},
+	        {"deny", required_argument, NULL, OPT_DENY},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct json_object *shares = json_object_new_array();
+	/* --egress, --allow, --deny: the policy `slate egress` would make, set with the create. */
+	_cleanup_json_ struct json_object *egress = json_object_new_object();
+	struct json_object *rules = json_object_new_array(), *rule;
+	bool egress_set = false;
 	uint64_t v;
 	char *end;
 	int c, r;
 
-	if (!body || !shares || json_add(body, "shares", shares) < 0)
+	if (!body || !shares || json_add(body, "shares", shares) < 0 || !egress || !rules ||
+	    json_add(egress, "rules", rules) < 0)
 		return slate_fail("create", "out of memory");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
@@ -191,15 +209,41 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_GENKEY:
 			(void)json_add_bool(body, "generate_ssh_key", true);
 			break;
+		case OPT_EGRESS:
+			if (!streq(optarg, "allow-all") && !streq(optarg, "deny-all"))
+				return slate_usage_error(
+				        ctx, "create: --egress %s: allow-all or deny-all", optarg);
+			(void)json_add_string(egress, "default", optarg);
+			egress_set = true;
+			break;
+		case OPT_ALLOW:
+		case OPT_DENY:
+			/* In the order given, as `slate egress NAME allow|deny HOST` would add them;
+			 * slated checks the hosts. */
+			rule = json_object_new_object();
+			if (!rule || json_object_array_add(rules, rule) < 0 ||
+			    json_add_string(rule, "host", optarg) < 0 ||
+			    json_add_string(rule, "action", c == OPT_ALLOW ? "allow" : "deny"))
+				return slate_fail("create", "out of memory");
+			egress_set = true;
+			break;
 		case 'h':
 		case OPT_HELP:
 			printf("Usage: slate create NAME [--image ID] [--memory MIB] [--cpus N] "
 			       "[--home-size SIZE]\n"
 			       "                   [--share HOSTDIR[:GUESTDIR][:ro]]... "
 			       "[--generate-ssh-key]\n"
+			       "                   [--egress allow-all|deny-all] [--allow HOST]... "
+			       "[--deny HOST]...\n"
 			       "Clone the base image into a new workspace; nothing boots.\n"
 			       "--generate-ssh-key also makes its SSH key pair (slate ssh-key) "
-			       "and prints\nthe public key.\n");
+			       "and prints\nthe public key.\n"
+			       "--egress, --allow and --deny set its egress policy as 'slate "
+			       "egress "
+			       "NAME\nallow-all|deny-all', then 'allow|deny HOST' for each in "
+			       "order, "
+			       "would; a host\nthat is refused fails the create and leaves nothing "
+			       "behind.\n");
 			return EXIT_SUCCESS;
 		default:
 			return slate_usage_error(ctx, "create: unknown option '%s'",
@@ -211,6 +255,8 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	if (check_name(ctx, argv[optind]) < 0)
 		return EXIT_USAGE;
 	(void)json_add_string(body, "name", argv[optind]);
+	if (egress_set && json_add(body, "egress", json_object_get(egress)) < 0)
+		return slate_fail("create", "out of memory");
 	r = call(ctx, "POST", "/v1/workspaces", body, &reply);
 	if (r < 0)
 		return -r;
@@ -419,7 +465,8 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 		printf("secrets:     %zu bound\n", json_object_array_length(arr));
 		for (size_t i = 0; i < json_object_array_length(arr); i++) {
 			struct json_object *sec = json_object_array_get_idx(arr, i), *hs;
-			const char *k = "?", *kind = "?", *scope = "?";
+			const char *k = "?", *kind = "?", *scope = "?", *query;
+			bool body = false;
 			(void)json_get_string(sec, "key", &k);
 			(void)json_get_string(sec, "kind", &kind);
 			(void)json_get_string(sec, "scope", &scope);
@@ -429,6 +476,11 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 					struct json_object *h = json_object_array_get_idx(hs, j);
 					printf("%s%s", j ? ", " : " ", json_object_get_string(h));
 				}
+			/* Where else than headers it is substituted (secret set --body, --query). */
+			if (json_get_bool(sec, "body", &body) >= 0 && body)
+				printf("; in bodies");
+			if (json_get_string(sec, "query", &query) >= 0)
+				printf("; in ?%s=", query);
 			printf("\n");
 		}
 	}

@@ -78,3 +78,17 @@ tests_unit_test_fuzz_corpus_channel_SOURCES = tests/fuzz/replay.c tests/fuzz/fuz
 tests_unit_test_fuzz_corpus_channel_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-channel\"
 tests_unit_test_fuzz_corpus_channel_LDADD = $(LIBSLATE_LIBS)
+# Body and query substitution (proxy/subst.c): escaping and the placeholder's place.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-subst
+tests_fuzz_fuzz_subst_SOURCES = tests/fuzz/fuzz-subst.c src/libslate/proxy/subst.c
+tests_fuzz_fuzz_subst_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_subst_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_subst_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-subst
+check_PROGRAMS += tests/unit/test-fuzz-corpus-subst
+tests_unit_test_fuzz_corpus_subst_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-subst.c
+tests_unit_test_fuzz_corpus_subst_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-subst\"
+tests_unit_test_fuzz_corpus_subst_LDADD = $(LIBSLATE_LIBS)

@@ -49,6 +49,12 @@ tests_unit_test_channel_LDADD = $(UNIT_LDADD)
 # slate-guest against a scripted host (tests/unit/guest-driver.py), without a VM.
 unit_tests += tests/unit/slate-guest.test
 EXTRA_DIST += tests/unit/slate-guest.test tests/unit/guest-driver.py
+# Body and query substitution (proxy/subst.c) and the secret settings asking for it.
+unit_tests += tests/unit/test-subst
+check_PROGRAMS += tests/unit/test-subst
+tests_unit_test_subst_SOURCES = tests/unit/test-subst.c
+tests_unit_test_subst_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_subst_LDADD = $(UNIT_LDADD)
 # The sha256-1m disk digest (image/verify.c): hole layout does not matter, one byte does.
 unit_tests += tests/unit/test-verify
 check_PROGRAMS += tests/unit/test-verify

@@ -65,37 +65,41 @@ static int cmp_found(const void *a, const void *b)
 	return x->pattern < y->pattern ? -1 : x->pattern > y->pattern;
 }
 
-static void test_scan(void **state)
+/* Scans 200 random texts (drawn from alphabet, with whole patterns sprinkled in) in random
+ * pieces and compares every match with a naive search. */
+static void check_scan(const char *const *pats, size_t n_pats, const char *alphabet,
+                       struct scan **ret)
 {
-	static const char *const pats[] = {
-	        "sk-ant-api03-slateAAA",  "slate", "ate",       "ghp_slate1", "ghp_slate12", "aaaa",
-	        "sk-ant-api03-slateAAAB", "",      "ghp_slate1"};
-	size_t lens[sizeof(pats) / sizeof(pats[0])];
-	static const char alphabet[] = "sk-antpi03slateAABgh_12 ";
+	size_t *lens = calloc(n_pats, sizeof(*lens)), max = 0;
 	struct scan *s = NULL;
 	struct collect *got = calloc(1, sizeof(*got)), *want = calloc(1, sizeof(*want));
-	char text[4000];
-	(void)state;
+	size_t n_alpha = strlen(alphabet);
+	static char text[4000];
 
-	for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++)
+	assert_non_null(lens);
+	for (size_t i = 0; i < n_pats; i++) {
 		lens[i] = strlen(pats[i]);
-	assert_int_equal(scan_new(pats, lens, sizeof(pats) / sizeof(pats[0]), &s), 0);
-	assert_int_equal(scan_max_len(s), strlen("sk-ant-api03-slateAAAB"));
+		if (lens[i] > max)
+			max = lens[i];
+	}
+	assert_int_equal(scan_new(pats, lens, n_pats, &s), 0);
+	assert_int_equal(scan_max_len(s), max);
 	srand(1);
 	for (int round = 0; round < 200; round++) {
 		size_t n = (size_t)(rand() % (int)sizeof(text));
 		uint32_t st = SCAN_START;
 		for (size_t i = 0; i < n; i++)
-			text[i] = alphabet[rand() % (int)(sizeof(alphabet) - 1)];
-		/* Sprinkle whole patterns in. */
+			text[i] = alphabet[rand() % (int)n_alpha];
+		/* Sprinkle whole patterns in (those that fit). */
 		for (int k = 0; k < 5 && n > 30; k++) {
-			size_t p = (size_t)(rand() % (int)(sizeof(pats) / sizeof(pats[0])));
+			size_t p = (size_t)(rand() % (int)n_pats);
 			size_t at = (size_t)rand() % (n - 25);
-			memcpy(text + at, pats[p], lens[p]);
+			if (lens[p] <= n - at)
+				memcpy(text + at, pats[p], lens[p]);
 		}
 		/* Naive: every occurrence of every pattern. */
 		want->n = 0;
-		for (size_t p = 0; p < sizeof(pats) / sizeof(pats[0]); p++)
+		for (size_t p = 0; p < n_pats; p++)
 			for (size_t i = 0; lens[p] && i + lens[p] <= n; i++)
 				if (memcmp(text + i, pats[p], lens[p]) == 0)
 					want->v[want->n++] = (struct found){p, i + lens[p]};
@@ -116,6 +120,38 @@ static void test_scan(void **state)
 		assert_int_equal(got->n, want->n);
 		assert_memory_equal(got->v, want->v, got->n * sizeof(got->v[0]));
 	}
+	free(lens);
+	free(got);
+	free(want);
+	*ret = s;
+}
+
+static void test_scan(void **state)
+{
+	static const char *const pats[] = {
+	        "sk-ant-api03-slateAAA",  "slate", "ate",       "ghp_slate1", "ghp_slate12", "aaaa",
+	        "sk-ant-api03-slateAAAB", "",      "ghp_slate1"};
+	static const char alphabet[] = "sk-antpi03slateAABgh_12 ";
+	/* With a one-byte pattern the two-byte skip is off. */
+	static const char *const short_pats[] = {"a", "sla", "te", "slate", "s"};
+	/* A pattern so long that the dense table would pass its cap: the trie is walked. */
+	char *huge = malloc(70001);
+	const char *huge_pats[] = {"slate", "ate", huge, "ghp_slate1"};
+	struct collect *got = calloc(1, sizeof(*got));
+	struct scan *s = NULL;
+	(void)state;
+
+	check_scan(short_pats, sizeof(short_pats) / sizeof(short_pats[0]), alphabet, &s);
+	scan_free(s);
+	assert_non_null(huge);
+	for (size_t i = 0; i < 70000; i++)
+		huge[i] =
+		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[i % 64];
+	huge[70000] = '\0';
+	check_scan(huge_pats, sizeof(huge_pats) / sizeof(huge_pats[0]), alphabet, &s);
+	scan_free(s);
+	free(huge);
+	check_scan(pats, sizeof(pats) / sizeof(pats[0]), alphabet, &s);
 	scan_free(s);
 	/* No patterns: nothing matches, nothing crashes. */
 	assert_int_equal(scan_new(NULL, NULL, 0, &s), 0);
@@ -127,7 +163,6 @@ static void test_scan(void **state)
 	}
 	scan_free(s);
 	free(got);
-	free(want);
 }
 
 /* ---- policy ---- */

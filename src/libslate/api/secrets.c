@@ -200,10 +200,10 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	_cleanup_json_ struct json_object *o = NULL;
 	struct json_object *value = NULL, *hosts_j = NULL;
 	const char *workspace = NULL, *key = NULL, *kind_s = "generic", *env = NULL, *file = NULL,
-	           *ws = NULL, *hosts[SECRET_HOSTS_MAX];
+	           *ws = NULL, *hosts[SECRET_HOSTS_MAX], *query = NULL;
 	struct secret_spec spec = {0};
 	enum secret_kind kind;
-	bool global = false, replaced = false;
+	bool global = false, replaced = false, body = false;
 	size_t n_hosts;
 	uid_t owner;
 	char err[512] = "";
@@ -247,6 +247,15 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "env and file are strings");
 		goto out;
 	}
+	/* Where else than header fields it is substituted (proxy/subst.h). */
+	if ((json_object_object_get_ex(req->body, "body", NULL) &&
+	     json_get_bool(req->body, "body", &body) < 0) ||
+	    (json_object_object_get_ex(req->body, "query", NULL) &&
+	     json_get_string(req->body, "query", &query) < 0)) {
+		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                      "body is a boolean and query a string");
+		goto out;
+	}
 	if (json_get_array(req->body, "hosts", &hosts_j) < 0 ||
 	    (n_hosts = json_object_array_length(hosts_j)) == 0) {
 		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
@@ -284,7 +293,9 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	                            .file = file,
 	                            .value = json_object_get_string(value),
 	                            .value_len = (size_t)json_object_get_string_len(value),
-	                            .global = !ws};
+	                            .global = !ws,
+	                            .body = body,
+	                            .query = query};
 	r = secret_new(&spec, install_salt(d->install), &sec, err, sizeof(err));
 	if (r < 0) {
 		(void)reply_vault_error(reply, r, "storing the secret", err);

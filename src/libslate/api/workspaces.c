@@ -12,6 +12,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "image/store.h"
+#include "proxy/policy.h"
 #include "secrets/vault.h"
 #include "storage/storage.h"
 #include "util/error.h"
@@ -368,7 +369,8 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 	struct json_object *arr;
 	const char *name = NULL, *img = NULL;
 	_cleanup_json_ struct json_object *key = NULL;
-	struct json_object *out_json;
+	_cleanup_(egress_policy_freep) struct egress_policy *egress = NULL;
+	struct json_object *out_json, *eg;
 	bool gen_key = false;
 	int64_t v;
 	size_t n_shares = 0;
@@ -416,6 +418,12 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 			goto out;
 	}
 	(void)json_get_bool(req->body, "generate_ssh_key", &gen_key);
+	/* create --egress/--allow/--deny: checked before anything exists. */
+	if (json_object_object_get_ex(req->body, "egress", &eg)) {
+		r = api_egress_from_json(eg, &egress, reply);
+		if (r < 0)
+			goto out;
+	}
 	if (gen_key && (!d->agent || !d->install)) {
 		r = api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
 		                    "--generate-ssh-key: the SSH agent or the host master key is "
@@ -449,6 +457,17 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 		if (r < 0) {
 			(void)workspace_delete(d->workspaces, name);
 			reply_errno(reply, r, "generating the SSH key of", name);
+			goto out;
+		}
+	}
+	/* Likewise its egress policy. */
+	if (egress) {
+		r = api_egress_save(d, name, egress);
+		if (r < 0) {
+			if (gen_key)
+				agent_forget(d->agent, name);
+			(void)workspace_delete(d->workspaces, name);
+			reply_errno(reply, r, "writing the egress policy of", name);
 			goto out;
 		}
 	}

@@ -375,6 +375,10 @@ static int ops_accept(void *userdata, const char *service, int *ret_fd)
 	(void)snprintf(sc->workspace, sizeof(sc->workspace), "%s", w->name);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* A stream's thread may live as long as the stream (a thousand idle proxy tunnels are a
+	 * thousand threads): 512 KiB of stack, ample for the proxy and the agent (libvirt calls
+	 * from the proxy's leak hook included), not the default 8 MiB of address space each. */
+	pthread_attr_setstacksize(&attr, 512u * 1024u);
 	r = -pthread_create(&t, &attr, service_thread, sc);
 	pthread_attr_destroy(&attr);
 	if (r < 0) {

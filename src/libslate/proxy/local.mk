@@ -7,6 +7,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/proxy/policy.c src/libslate/proxy/policy.h \
 	src/libslate/proxy/ca.c src/libslate/proxy/ca.h \
 	src/libslate/proxy/proxy.c src/libslate/proxy/proxy.h
+src_libslate_libslate_la_SOURCES += src/libslate/proxy/subst.c src/libslate/proxy/subst.h
 EXTRA_DIST += doc/egress-proxy.md
 
 # The proxy core outside slated, on a 127.0.0.1 listener: host-side tests and bench/egress-proxy.
@@ -47,6 +48,10 @@ tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
 # End to end with real peers (curl, Python's http.server over ssl, a raw TCP server): host side
 # through tests/unit/proxy-listen, and inside a test VM through a private slated.
 integration_tests += tests/integration/proxy.sh
+# Body and query substitution (secret set --body, --query), host side, with curl.
+integration_tests += tests/integration/proxy-subst.sh
+# secret set --body/--query and create --egress/--allow/--deny through a private slated (no VM).
+integration_tests += tests/integration/egress-cli.sh
 EXTRA_DIST += tests/integration/proxy-peer.py tests/integration/proxy-raw.py
 integration_tests += tests/integration/proxy-vm.sh
 # bench/egress-proxy: the proxy core against a direct download and mitmproxy.

@@ -28,6 +28,7 @@
 #include "proxy/proxy.h"
 #include "proxy/scan.h"
 #include "proxy/sigv4.h"
+#include "proxy/subst.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -107,6 +108,7 @@ struct outcome {
 	unsigned status;
 	uint64_t sent, received;
 	const char *substituted[MAX_SUBSTITUTED];
+	unsigned substituted_in[MAX_SUBSTITUTED]; /* SUBST_IN_* of each */
 	size_t n_substituted;
 	char refused[1024];
 	const struct sigv4_resigned *sigv4; /* an AWS request re-signed (doc/sigv4.md) */
@@ -168,7 +170,9 @@ static int io_wait(struct io *io, short events, int timeout_ms)
 	struct pollfd pfd = {.fd = io->fd, .events = events};
 	int r;
 
-	if ((events & POLLIN) && io->ssl && SSL_pending(io->ssl) > 0)
+	/* Read ahead (both sides): whole records may wait in OpenSSL's buffer, not yet decrypted,
+	 * where SSL_pending() does not count them and poll() does not see them. */
+	if ((events & POLLIN) && io->ssl && SSL_has_pending(io->ssl))
 		return 1;
 	do
 		r = poll(&pfd, 1, timeout_ms);
@@ -259,6 +263,13 @@ static ssize_t io_fill(struct io *io, int timeout_ms)
 	return n;
 }
 
+/* TCP_CORK: held, what is written goes out in full segments; released, at once. Returns
+ * whether it is held now. */
+static bool cork_fd(int fd, bool on)
+{
+	return setsockopt(fd, IPPROTO_TCP, TCP_CORK, &(int){on}, sizeof(int)) == 0 && on;
+}
+
 static void set_timeouts(int fd, int ms)
 {
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -315,7 +326,8 @@ _printf_(3, 4) static void respond(struct conn *c, unsigned status, const char *
  * unread; closing then would reset the connection and could destroy the answer in flight. So,
  * as web servers do, stop writing and read (and drop) what still comes, for a moment.
  */
-static void linger_close(struct conn *c)
+/* Not inlined: its buffer would sit in proxy_serve()'s frame, the stack of every idle tunnel. */
+__attribute__((noinline)) static void linger_close(struct conn *c)
 {
 	char b[4096];
 	double end = now_ms() + 1000;
@@ -370,6 +382,22 @@ void proxy_redact_path(const char *target, char *out, size_t len)
 	out[o] = '\0';
 }
 
+/* {"KEY": ["header", "body", "query"]}: where each substituted secret went (names only). */
+static struct json_object *substituted_in_json(const struct outcome *o)
+{
+	static const char *const places[] = {"header", "body", "query"};
+	struct json_object *in = json_object_new_object();
+
+	for (size_t i = 0; in && i < o->n_substituted; i++) {
+		struct json_object *w = json_object_new_array();
+		for (unsigned b = 0; w && b < ELEMENTSOF(places); b++)
+			if (o->substituted_in[i] & (1u << b))
+				(void)json_object_array_add(w, json_object_new_string(places[b]));
+		(void)json_add(in, o->substituted[i], w);
+	}
+	return in;
+}
+
 static void audit_request(struct conn *c, const char *method, const char *target, const char *host,
                           uint16_t port, const struct outcome *o, double t0)
 {
@@ -394,7 +422,8 @@ static void audit_request(struct conn *c, const char *method, const char *target
 	    json_add_int64(ev, "bytes_sent", (int64_t)o->sent) < 0 ||
 	    json_add_int64(ev, "bytes_received", (int64_t)o->received) < 0 ||
 	    json_add(ev, "latency_ms", json_object_new_double_s(lat, latency)) < 0 ||
-	    json_add_bool(ev, "tls", c->in_tunnel) < 0 || json_add(ev, "substituted", subs) < 0)
+	    json_add_bool(ev, "tls", c->in_tunnel) < 0 || json_add(ev, "substituted", subs) < 0 ||
+	    (o->n_substituted > 0 && json_add(ev, "substituted_in", substituted_in_json(o)) < 0))
 		return;
 	if (c->u_addr[0])
 		(void)json_add_string(ev, "address", c->u_addr);
@@ -478,13 +507,20 @@ static long scan_piece(struct hits *h, const void *p, size_t n)
 	return h->leak;
 }
 
-static void note_substituted(struct outcome *o, const char *key)
+/* Where a secret was substituted, for the audit event's "substituted_in". */
+enum { SUBST_IN_HEADER = 1, SUBST_IN_BODY = 2, SUBST_IN_QUERY = 4 };
+
+static void note_substituted(struct outcome *o, const char *key, unsigned where)
 {
 	for (size_t i = 0; i < o->n_substituted; i++)
-		if (streq(o->substituted[i], key))
+		if (streq(o->substituted[i], key)) {
+			o->substituted_in[i] |= where;
 			return;
-	if (o->n_substituted < MAX_SUBSTITUTED)
+		}
+	if (o->n_substituted < MAX_SUBSTITUTED) {
+		o->substituted_in[o->n_substituted] = where;
 		o->substituted[o->n_substituted++] = key;
+	}
 }
 
 static bool header_safe(const struct buf *real)
@@ -530,9 +566,71 @@ static int put_substituted(struct conn *c, struct buf *out, const uint8_t *p, si
 		    (r = buf_put(out, buf_ptr(real), buf_len(real))) < 0)
 			return r;
 		pos = x->start + x->len;
-		note_substituted(o, s->key);
+		note_substituted(o, s->key, SUBST_IN_HEADER);
 	}
 	return buf_put(out, p + pos, n - pos);
+}
+
+/*
+ * Body and query substitution (proxy/subst.h): the values of the secrets bound to host that are
+ * configured for it (where SUBST_IN_BODY: --body; SUBST_IN_QUERY: --query), never aws ones.
+ * Fills items (and owner: each item's secret) and returns how many, or -ENOMEM.
+ */
+struct subst_list {
+	struct subst_item v[SUBST_ITEMS_MAX];
+	size_t owner[SUBST_ITEMS_MAX];
+	unsigned counts[SUBST_ITEMS_MAX];
+	size_t n;
+};
+
+static size_t subst_collect(const struct conn *c, const char *host, unsigned where,
+                            struct subst_list *l)
+{
+	l->n = 0;
+	for (size_t i = 0; c->secrets && i < c->secrets->n; i++) {
+		const struct secret *s = &c->secrets->v[i];
+		if (s->kind == SECRET_KIND_AWS ||
+		    !(where == SUBST_IN_BODY ? s->body : !!s->query) || !bound_to(c, i, host))
+			continue;
+		for (size_t j = 0; j < s->n_values && l->n < SUBST_ITEMS_MAX; j++) {
+			const struct secret_value *v = &s->values[j];
+			if (!v->placeholder || !v->real)
+				continue;
+			l->owner[l->n] = i;
+			l->counts[l->n] = 0;
+			l->v[l->n++] = (struct subst_item){v->placeholder, buf_ptr(v->real),
+			                                   buf_len(v->real), s->query};
+		}
+	}
+	return l->n;
+}
+
+static void subst_note(const struct conn *c, const struct subst_list *l, unsigned where,
+                       struct outcome *o)
+{
+	for (size_t k = 0; k < l->n; k++)
+		if (l->counts[k] > 0)
+			note_substituted(o, c->secrets->v[l->owner[k]].key, where);
+}
+
+/* The request line, its target's query parameters substituted for the secrets configured for
+ * it (--query): nothing else of the target ever is. */
+static int put_request_line(struct conn *c, struct buf *out, const char *method, const char *target,
+                            const char *host, struct outcome *o)
+{
+	_cleanup_free_ struct subst_list *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	if (!strchr(target, '?') || subst_collect(c, host, SUBST_IN_QUERY, l) == 0)
+		return buf_putf(out, "%s %s HTTP/1.1\r\n", method, target);
+	if ((r = buf_putf(out, "%s ", method)) < 0 ||
+	    (r = subst_query(target, strlen(target), l->v, l->n, out, l->counts)) < 0 ||
+	    (r = buf_putf(out, " HTTP/1.1\r\n")) < 0)
+		return r;
+	subst_note(c, l, SUBST_IN_QUERY, o);
+	return 0;
 }
 
 /* Fields that concern this hop only and never go upstream. */
@@ -816,8 +914,8 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 		goto done;
 	}
 
-	if ((r = buf_putf(out, "%s %s HTTP/1.1\r\n", h->method,
-	                  rs && rs->target ? rs->target : origin)) < 0)
+	if ((r = put_request_line(c, out, h->method, rs && rs->target ? rs->target : origin, host,
+	                          o)) < 0)
 		goto done;
 	hs.collect = true;
 	for (size_t i = 0; i < h->n_fields; i++) {
@@ -1161,6 +1259,7 @@ static int up_ensure(struct conn *c, const char *host, uint16_t port, struct up_
 static int flush_pending(struct conn *c, struct buf *pend, size_t n, bool chunked, uint64_t *sent)
 {
 	char line[32];
+	bool corked;
 	int r, m;
 
 	if (n == 0)
@@ -1171,7 +1270,12 @@ static int flush_pending(struct conn *c, struct buf *pend, size_t n, bool chunke
 			return r;
 		*sent += (uint64_t)m;
 	}
-	if ((r = io_write(&c->up, buf_ptr(pend), n)) < 0)
+	/* Sixteen records or so: in full segments, not one each. */
+	corked = n > READ_CHUNK && cork_fd(c->up.fd, true);
+	r = io_write(&c->up, buf_ptr(pend), n);
+	if (corked)
+		(void)cork_fd(c->up.fd, false);
+	if (r < 0)
 		return r;
 	*sent += n;
 	(void)buf_consume(pend, n);
@@ -1218,18 +1322,92 @@ static int resign_body(struct conn *c, const struct http_head *h, struct resign 
 	return r;
 }
 
+/* Whether h's body is one to substitute in (--body secrets bound to host; a form or JSON body
+ * without a Content-Encoding, up to PROXY_BODY_BUFFER; not an AWS request being re-signed). */
+static bool body_subst_wanted(const struct conn *c, const struct http_head *h, const char *host,
+                              const struct resign *rs)
+{
+	if (h->framing == HTTP_BODY_NONE || rs->res || rs->need_body_hash ||
+	    (h->framing == HTTP_BODY_LENGTH && h->content_length > PROXY_BODY_BUFFER) ||
+	    subst_body_type(http_head_get(h, "content-type", NULL),
+	                    http_head_get(h, "content-encoding", NULL)) == SUBST_BODY_NONE)
+		return false;
+	for (size_t i = 0; c->secrets && i < c->secrets->n; i++)
+		if (c->secrets->v[i].body && c->secrets->v[i].kind != SECRET_KIND_AWS &&
+		    bound_to(c, i, host))
+			return true;
+	return false;
+}
+
+/*
+ * The whole body (scanned) with the placeholders of --body secrets bound to host replaced, into
+ * *ret (a secure buffer), and head's framing field replaced by the new Content-Length (a chunked
+ * body goes re-framed). Nothing to replace: *ret stays NULL. Returns 0, -EFBIG (the result is
+ * over BUF_SECURE_MAX) or another negative error.
+ */
+static int body_substitute(struct conn *c, const struct http_head *h, const char *host,
+                           struct buf *head, const struct buf *body, struct buf **ret,
+                           struct outcome *o)
+{
+	_cleanup_free_ struct subst_list *l = calloc(1, sizeof(*l));
+	_cleanup_buf_secure_ struct buf *out = NULL, *nh = NULL;
+	const uint8_t *hp = buf_ptr(head), *f = NULL;
+	size_t hn = buf_len(head), fl = 0;
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	if (subst_collect(c, host, SUBST_IN_BODY, l) == 0)
+		return 0;
+	out = buf_new_secure(BUF_SECURE_MAX);
+	if (!out)
+		return -ENOMEM;
+	r = subst_body(subst_body_type(http_head_get(h, "content-type", NULL), NULL), buf_ptr(body),
+	               buf_len(body), l->v, l->n, out, l->counts);
+	if (r == SLATE_ERR_NO_BUFFER_SPACE)
+		return -EFBIG;
+	if (r <= 0)
+		return r;
+	/* build_head's framing field is the only one (the client's are hop-by-hop) and no field
+	 * value holds CR or LF: find it and put the new length in its place. */
+	for (size_t i = 0; i + 2 < hn && !f; i++)
+		if (hp[i] == '\r' && hp[i + 1] == '\n' &&
+		    ((hn - i - 2 >= 16 && memcmp(hp + i + 2, "Content-Length: ", 16) == 0) ||
+		     (hn - i - 2 >= 28 &&
+		      memcmp(hp + i + 2, "Transfer-Encoding: chunked\r\n", 28) == 0))) {
+			const uint8_t *e = memmem(hp + i + 2, hn - i - 2, "\r\n", 2);
+			f = hp + i + 2;
+			fl = e ? (size_t)(e + 2 - f) : 0;
+		}
+	nh = buf_new_secure(buf_max(head));
+	if (!f || fl == 0 || !nh)
+		return f ? -ENOMEM : SLATE_ERR_INTERNAL;
+	if ((r = buf_put(nh, hp, (size_t)(f - hp))) < 0 ||
+	    (r = buf_putf(nh, "Content-Length: %zu\r\n", buf_len(out))) < 0 ||
+	    (r = buf_put(nh, f + fl, hn - (size_t)(f + fl - hp))) < 0 ||
+	    (r = buf_reset(head)) < 0 || (r = buf_put(head, buf_ptr(nh), buf_len(nh))) < 0)
+		return r;
+	subst_note(c, l, SUBST_IN_BODY, o);
+	*ret = TAKE_PTR(out);
+	return 0;
+}
+
 /*
  * Reads the request body from the client, scans it, and sends head and body upstream. Bodies up
  * to PROXY_BODY_BUFFER are scanned whole before anything goes upstream; longer ones stream, and
  * the last (longest placeholder - 1) scanned bytes are held back, so no byte of a placeholder
  * is ever forwarded before the scan has seen all of it. A re-signed aws-chunked body goes
  * through rs's sigv4_stream; one that needs its hash (rs->need_body_hash) is hashed and
- * re-signed before the head goes, and refused (FWD_RESIGN) past PROXY_BODY_BUFFER.
+ * re-signed before the head goes, and refused (FWD_RESIGN) past PROXY_BODY_BUFFER. A body
+ * for --body secrets (body_subst_wanted) is held whole, up to PROXY_BODY_BUFFER (past that it
+ * streams as it is), and goes substituted with a Content-Length (body_substitute).
  */
 static int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
                            const char *host, uint16_t port, struct leak_info *leak,
-                           struct up_error *e, uint64_t *sent, struct resign *rs)
+                           struct up_error *e, uint64_t *sent, struct resign *rs, struct outcome *o)
 {
+	_cleanup_buf_secure_ struct buf *sbody = NULL;
+	bool body_subst = body_subst_wanted(c, h, host, rs);
 	struct sigv4_stream *stream = rs->res ? rs->res->stream : NULL;
 	_cleanup_buf_ struct buf *pend = NULL;
 	struct hits hs = {.c = c, .host = host, .leak = -1};
@@ -1291,7 +1469,9 @@ static int forward_request(struct conn *c, const struct http_head *h, struct buf
 				return FWD_CLIENT_GONE;
 		}
 		(void)buf_consume(c->cl.in, used);
-		if (buf_len(pend) >= PROXY_BODY_BUFFER) {
+		if (body_subst && buf_len(pend) > PROXY_BODY_BUFFER)
+			body_subst = false; /* too long to hold whole: goes as it is */
+		if (buf_len(pend) >= PROXY_BODY_BUFFER && !body_subst) {
 			if (!head_sent) {
 				if (rs->need_body_hash)
 					return rs->err = -EFBIG, FWD_RESIGN;
@@ -1313,6 +1493,20 @@ static int forward_request(struct conn *c, const struct http_head *h, struct buf
 	if (!head_sent && rs->need_body_hash &&
 	    (r = resign_body(c, h, rs, pend, head, host, leak)) < 0)
 		return rs->err = r, FWD_RESIGN;
+	if (body_subst && !head_sent) {
+		r = body_substitute(c, h, host, head, pend, &sbody, o);
+		if (r == -EFBIG)
+			return up_fail(e, 413,
+			               "the request body with the secrets' real values in it is "
+			               "over %u KiB",
+			               BUF_SECURE_MAX / 1024),
+			       FWD_UPSTREAM;
+		if (r < 0)
+			return up_fail(e, 502, "cannot substitute in the request body: %s",
+			               slate_strerror(r)),
+			       FWD_UPSTREAM;
+		chunked = chunked && !sbody; /* substituted: goes with a Content-Length */
+	}
 	if (!head_sent) {
 		if (up_ensure(c, host, port, e) < 0)
 			return FWD_UPSTREAM;
@@ -1326,8 +1520,11 @@ static int forward_request(struct conn *c, const struct http_head *h, struct buf
 		}
 		*sent += buf_len(head);
 	}
-	if (pend && (flush_pending(c, pend, buf_len(pend), chunked, sent) < 0 ||
-	             (chunked && io_write(&c->up, "0\r\n\r\n", 5) < 0)))
+	if (sbody && flush_pending(c, sbody, buf_len(sbody), false, sent) < 0)
+		return up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
+	if (!sbody && pend &&
+	    (flush_pending(c, pend, buf_len(pend), chunked, sent) < 0 ||
+	     (chunked && io_write(&c->up, "0\r\n\r\n", 5) < 0)))
 		return up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
 	if (chunked)
 		*sent += 5;
@@ -1403,8 +1600,9 @@ static void go_idle(struct conn *c)
 	if (gettid() == getpid() || pthread_getattr_np(pthread_self(), &a) != 0)
 		return;
 	if (pthread_attr_getstack(&a, &lo, &size) == 0) {
-		/* Everything a page below this frame is unused (the stack grows down). */
-		uintptr_t end = ((uintptr_t)__builtin_frame_address(0) - 4096) & ~(uintptr_t)4095;
+		/* Everything well below this frame is unused (the stack grows down): 1 KiB is
+		 * ample for the madvise() call itself, which is all that runs below it. */
+		uintptr_t end = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)4095;
 		if (end > (uintptr_t)lo && end - (uintptr_t)lo < size)
 			(void)madvise(lo, end - (uintptr_t)lo, MADV_DONTNEED);
 	}
@@ -1528,8 +1726,8 @@ static int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint
 	while (cl_open || up_open) {
 		struct pollfd pfd[2] = {{.fd = cl_open ? c->cl.fd : -1, .events = POLLIN},
 		                        {.fd = up_open ? c->up.fd : -1, .events = POLLIN}};
-		bool pend_cl = cl_open && c->cl.ssl && SSL_pending(c->cl.ssl) > 0,
-		     pend_up = up_open && c->up.ssl && SSL_pending(c->up.ssl) > 0;
+		bool pend_cl = cl_open && c->cl.ssl && SSL_has_pending(c->cl.ssl),
+		     pend_up = up_open && c->up.ssl && SSL_has_pending(c->up.ssl);
 		int r;
 
 		do
@@ -1615,9 +1813,13 @@ static int read_request(struct conn *c, struct http_head **ret)
 			}
 			timeout = (int)left + 1;
 		} else {
-			/* Nothing for a moment: idle, until the next request comes. */
-			if (io_wait(&c->cl, POLLIN, IDLE_AFTER_MS) == -ETIMEDOUT)
+			/* Nothing for a moment: idle, until the next request comes (waiting here, not
+			 * in io_fill(), whose read buffer would keep four more pages of stack). */
+			if (io_wait(&c->cl, POLLIN, IDLE_AFTER_MS) == -ETIMEDOUT) {
 				go_idle(c);
+				if (io_wait(&c->cl, POLLIN, PROXY_IDLE_TIMEOUT_MS) < 0)
+					return 0;
+			}
 			timeout = PROXY_IDLE_TIMEOUT_MS;
 		}
 		n = io_fill(&c->cl, timeout);
@@ -1748,7 +1950,7 @@ static int handle_request(struct conn *c, struct http_head *h)
 	if (r < 0)
 		return 0;
 
-	r = forward_request(c, h, head, host, port, &leak, &e, &o.sent, &rs);
+	r = forward_request(c, h, head, host, port, &leak, &e, &o.sent, &rs, &o);
 	buf_free_secure(TAKE_PTR(head));
 	o.sigv4 = rs.res;
 	switch (r) {
@@ -1894,6 +2096,60 @@ static void audit_tunnel(struct conn *c, const char *kind, unsigned status, uint
 	audit_request(c, "CONNECT", NULL, c->t_host, c->t_port, &o, t0);
 }
 
+#define HANDSHAKE_STACK (256u * 1024u)
+struct handshakes {
+	struct conn *c;
+	SSL *ssl;
+	struct up_error *e;
+	int r;
+};
+
+static void *handshakes_thread(void *arg)
+{
+	struct handshakes *h = arg;
+
+	ERR_clear_error();
+	if (SSL_accept(h->ssl) != 1) {
+		ERR_clear_error();
+		h->r = -1;
+		return NULL;
+	}
+	set_timeouts(h->c->cl.fd, PROXY_UPSTREAM_TIMEOUT_MS);
+	h->c->in_tunnel = true;
+	h->r = up_tls(h->c, h->c->t_host, h->e) < 0 ? -2 : 0;
+	return NULL;
+}
+
+/*
+ * Both TLS handshakes of an intercepted tunnel: with the client on ssl, then with the server.
+ * Returns 0, -1 (the client's handshake failed) or -2 (the server's; e filled).
+ *
+ * They run on a thread of their own while this one waits: what they leave behind goes when it
+ * ends, not at the end of the tunnel — the some 40 KiB of stack they touch, and above all the
+ * allocator's per-thread cache (glibc's tcache) of the many small blocks they allocate and
+ * free, which would otherwise stay reserved to this thread for the tunnel's life: 12 KiB per
+ * idle intercepted tunnel (doc/performance.md). It costs a thread start (tens of µs) per
+ * tunnel, against milliseconds of handshakes.
+ */
+static int handshakes(struct conn *c, SSL *ssl, struct up_error *e)
+{
+	struct handshakes h = {.c = c, .ssl = ssl, .e = e};
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (pthread_attr_init(&a) == 0) {
+		(void)pthread_attr_setstacksize(&a, HANDSHAKE_STACK);
+		if (pthread_create(&t, &a, handshakes_thread, &h) == 0) {
+			(void)pthread_join(t, NULL);
+			(void)pthread_attr_destroy(&a);
+			return h.r;
+		}
+		(void)pthread_attr_destroy(&a);
+	}
+	(void)handshakes_thread(&h);
+	return h.r;
+}
+
 /* CONNECT host:port. Consumes the connection. */
 static void handle_connect(struct conn *c, struct http_head *h)
 {
@@ -1960,9 +2216,8 @@ static void handle_connect(struct conn *c, struct http_head *h)
 			return;
 		SSL_set_app_data(ssl, c);
 		set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
-		ERR_clear_error();
-		if (SSL_accept(ssl) != 1) {
-			ERR_clear_error();
+		r = handshakes(c, ssl, &e);
+		if (r == -1) {
 			if (c->sni_mismatch) {
 				(void)snprintf(
 				        why, sizeof(why),
@@ -1972,10 +2227,7 @@ static void handle_connect(struct conn *c, struct http_head *h)
 			}
 			return;
 		}
-		set_timeouts(c->cl.fd, PROXY_UPSTREAM_TIMEOUT_MS);
 		c->cl.ssl = TAKE_PTR(ssl);
-		c->in_tunnel = true;
-		r = up_tls(c, c->t_host, &e);
 		if (r < 0) {
 			respond(c, e.status, "slate egress proxy: %s", e.msg);
 			audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
@@ -2081,6 +2333,9 @@ int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks, s
 	SSL_CTX_set_options(p->server_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
 	(void)SSL_CTX_set_num_tickets(p->server_ctx, 0);
 	SSL_CTX_set_mode(p->server_ctx, SSL_MODE_RELEASE_BUFFERS);
+	/* Uploads: several records per read() instead of two reads per record. */
+	SSL_CTX_set_read_ahead(p->server_ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(p->server_ctx, RELAY_CHUNK);
 	/* AES-128-GCM first on the guest side: as strong as the link needs (the guest is on this
 	 * host) and a quarter cheaper than AES-256 on every byte the proxy re-encrypts. */
 	SSL_CTX_set_options(p->server_ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
@@ -2095,7 +2350,12 @@ int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks, s
 	/* Downloads: several records per read() instead of two reads per record. */
 	SSL_CTX_set_read_ahead(p->client_ctx, 1);
 	SSL_CTX_set_default_read_buffer_len(p->client_ctx, RELAY_CHUNK);
-	if (SSL_CTX_set_default_verify_paths(p->client_ctx) != 1 ||
+	/* AES-128-GCM first in the ClientHello too (any client may say what it prefers; the
+	 * server decides, and many take the client's order): every byte of a download is
+	 * decrypted here. TLS 1.2 suites stay OpenSSL's default list. */
+	if (SSL_CTX_set_ciphersuites(p->client_ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+	                                            "TLS_CHACHA20_POLY1305_SHA256") != 1 ||
+	    SSL_CTX_set_default_verify_paths(p->client_ctx) != 1 ||
 	    SSL_CTX_set_alpn_protos(p->client_ctx, (const unsigned char *)"\x08http/1.1", 9) != 0)
 		goto fail;
 	if (cfg->extra_ca_file &&

@@ -108,6 +108,44 @@ int secret_file_check(const char *file)
 	return 0;
 }
 
+int secret_query_check(const char *param)
+{
+	size_t n = param ? strlen(param) : 0;
+
+	if (n == 0 || n > SECRET_QUERY_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char c = param[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-' || c == '~' || c == '[' || c == ']'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int secret_set_subst(struct secret *s, bool body, const char *query, char *err, size_t errlen)
+{
+	char *q = NULL;
+
+	if ((body || query) && s->kind == SECRET_KIND_AWS)
+		return fail(err, errlen,
+		            "secret %s: aws secrets are re-signed (SigV4), never substituted in a "
+		            "body or a query",
+		            s->key);
+	if (query && secret_query_check(query) < 0)
+		return fail(
+		        err, errlen,
+		        "secret %s: invalid query parameter '%s' (1 to %d of A-Z a-z 0-9 _ . - ~ "
+		        "[ ])",
+		        s->key, query, SECRET_QUERY_MAX);
+	if (query && !(q = strdup(query)))
+		return -ENOMEM;
+	free(s->query);
+	s->query = q;
+	s->body = body;
+	return 0;
+}
+
 void secret_clear(struct secret *s)
 {
 	if (!s)
@@ -127,6 +165,7 @@ void secret_clear(struct secret *s)
 	free(s->key);
 	free(s->env);
 	free(s->file);
+	free(s->query);
 	*s = (struct secret){0};
 }
 
@@ -442,6 +481,9 @@ int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct
 	}
 	if (values_check(s) < 0)
 		return fail(err, errlen, "secret %s: the value does not fit its kind", spec->key);
+	r = secret_set_subst(s, spec->body, spec->query, err, errlen);
+	if (r < 0)
+		return r;
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -462,7 +504,9 @@ int secret_to_json(const struct secret *s, bool with_placeholders, struct json_o
 		if (json_object_array_add(hosts, json_object_new_string(s->hosts[i])) < 0)
 			return -ENOMEM;
 	if ((s->env && json_add_string(o, "env", s->env) < 0) ||
-	    (s->file && json_add_string(o, "file", s->file) < 0))
+	    (s->file && json_add_string(o, "file", s->file) < 0) ||
+	    json_add_bool(o, "body", s->body) < 0 ||
+	    (s->query && json_add_string(o, "query", s->query) < 0))
 		return -ENOMEM;
 	if (with_placeholders) {
 		ph = json_object_new_object();

@@ -45,6 +45,10 @@ struct secret {
 	size_t n_hosts;
 	char *env; /* environment variable the guest sees the placeholder in, or NULL */
 	char *file; /* guest file the placeholder is written to (e.g. "~/.git-credentials"), or NULL */
+	/* Where else than header fields the proxy puts the real value (proxy/subst.h): form and
+	 * JSON request bodies, and the value of this query parameter (NULL: never in the URL). */
+	bool body;
+	char *query;
 	struct secret_value *values;
 	size_t n_values;
 };
@@ -71,6 +75,7 @@ int secret_kind_from_string(const char *s, enum secret_kind *ret);
 #define SECRET_VALUE_MAX 16384       /* bytes of one real value */
 #define SECRET_HOSTS_MAX 32          /* hosts one secret may be bound to */
 #define SECRET_SET_MAX 64            /* secrets in one vault (log_forbid holds 256 values) */
+#define SECRET_QUERY_MAX 64          /* a --query parameter name: [A-Za-z0-9._~[]-] */
 #define SECRET_DEFAULT_AWS_ENV "AWS" /* AWS: the prefix of the _ACCESS_KEY_ID... variables */
 
 /* What the user asks to store. value is what came on stdin (one trailing newline already
@@ -86,6 +91,8 @@ struct secret_spec {
 	const void *value;
 	size_t value_len;
 	bool global;
+	bool body;         /* substituted in form and JSON request bodies too */
+	const char *query; /* substituted as the value of this query parameter too, or NULL */
 };
 
 /*
@@ -103,6 +110,10 @@ int secret_from_parts(const char *key, enum secret_kind kind, const char *const 
                       size_t n_hosts, const char *env, const char *file, bool global,
                       const char *const *names, const struct buf *const *reals, size_t n_values,
                       const unsigned char *salt, struct secret **ret, char *err, size_t errlen);
+/* Sets where else than header fields s is substituted (body, query: see struct secret_spec),
+ * checked: not for aws secrets (re-signed, never substituted), query a valid parameter name.
+ * Returns 0, -EINVAL (err says why) or -ENOMEM. */
+int secret_set_subst(struct secret *s, bool body, const char *query, char *err, size_t errlen);
 /* Frees what s holds (wiping and unforbidding the real values) and s itself; NULL is fine. */
 void secret_free(struct secret *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct secret *, secret_free);
@@ -123,7 +134,7 @@ int secret_set_remove(struct secret_set *s, const char *key);
  * failure; either may be NULL. */
 int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct secret_set **ret);
 /* The secret (never its real values) as JSON: key, kind, scope ("global"/"workspace"), hosts,
- * env, file and, when with_placeholders, {"placeholders": {name: placeholder}}. */
+ * env, file, body (bool), query (when set) and, when with_placeholders, {"placeholders": {name: placeholder}}. */
 struct json_object;
 int secret_to_json(const struct secret *s, bool with_placeholders, struct json_object **ret);
 
@@ -131,3 +142,4 @@ int secret_to_json(const struct secret *s, bool with_placeholders, struct json_o
 int secret_key_check(const char *key);
 int secret_env_check(const char *env);
 int secret_file_check(const char *file);
+int secret_query_check(const char *param);

@@ -18,6 +18,9 @@
 #include "workspace/workspace.h"
 
 #define VAULT_MAX_VALUES 3
+/* The flags byte of a stored secret (vault.h); vaults written before these existed hold 0. */
+#define VAULT_FLAG_BODY 0x01u  /* secret->body */
+#define VAULT_FLAG_QUERY 0x02u /* secret->query follows the file */
 #define GLOBAL_LOCK_WAIT_MS 10000
 
 static int say(char *err, size_t errlen, int r, const char *fmt, ...) _printf_(4, 5);
@@ -37,7 +40,8 @@ static int say(char *err, size_t errlen, int r, const char *fmt, ...)
 
 /* One secret's stored parts; strings point into the plaintext or are owned copies (names). */
 struct parts {
-	char *key, *kind, *env, *file;
+	char *key, *kind, *env, *file, *query;
+	uint8_t flags;
 	char *hosts[SECRET_HOSTS_MAX];
 	size_t n_hosts;
 	char *names[VAULT_MAX_VALUES];
@@ -51,6 +55,7 @@ static void parts_clear(struct parts *p)
 	free(p->kind);
 	free(p->env);
 	free(p->file);
+	free(p->query);
 	for (size_t i = 0; i < p->n_hosts; i++)
 		free(p->hosts[i]);
 	for (size_t i = 0; i < p->n_values; i++) {
@@ -65,15 +70,20 @@ static int parse_one(struct buf *b, struct parts *p)
 	const uint8_t *real;
 	size_t real_len;
 	uint32_t n;
-	uint8_t flags;
 	int r;
 
 	if ((r = buf_get_cstring(b, &p->key, NULL)) < 0 ||
-	    (r = buf_get_cstring(b, &p->kind, NULL)) < 0 || (r = buf_get_u8(b, &flags)) < 0 ||
+	    (r = buf_get_cstring(b, &p->kind, NULL)) < 0 || (r = buf_get_u8(b, &p->flags)) < 0 ||
 	    (r = buf_get_cstring(b, &p->env, NULL)) < 0 ||
-	    (r = buf_get_cstring(b, &p->file, NULL)) < 0 || (r = buf_get_u32(b, &n)) < 0)
+	    (r = buf_get_cstring(b, &p->file, NULL)) < 0)
 		return r;
-	if (flags != 0 || n == 0 || n > SECRET_HOSTS_MAX)
+	if ((p->flags & ~(VAULT_FLAG_BODY | VAULT_FLAG_QUERY)) != 0)
+		return SLATE_ERR_INVALID_FORMAT;
+	if ((p->flags & VAULT_FLAG_QUERY) && (r = buf_get_cstring(b, &p->query, NULL)) < 0)
+		return r;
+	if ((r = buf_get_u32(b, &n)) < 0)
+		return r;
+	if (n == 0 || n > SECRET_HOSTS_MAX)
 		return SLATE_ERR_INVALID_FORMAT;
 	for (; p->n_hosts < n; p->n_hosts++)
 		if ((r = buf_get_cstring(b, &p->hosts[p->n_hosts], NULL)) < 0)
@@ -137,6 +147,12 @@ int vault_parse(const void *plain, size_t len, const unsigned char *salt, bool g
 		        p.key, kind, (const char *const *)p.hosts, p.n_hosts, *p.env ? p.env : NULL,
 		        *p.file ? p.file : NULL, global, (const char *const *)p.names,
 		        (const struct buf *const *)p.reals, p.n_values, salt, &s, why, sizeof(why));
+		if (r >= 0) {
+			r = secret_set_subst(s, p.flags & VAULT_FLAG_BODY, p.query, why,
+			                     sizeof(why));
+			if (r < 0)
+				secret_free(TAKE_PTR(s));
+		}
 		parts_clear(&p);
 		if (r == -ENOMEM)
 			return r;
@@ -172,12 +188,14 @@ int vault_serialize(const struct secret_set *s, struct buf **ret)
 		return r;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct secret *x = &s->v[i];
+		uint8_t flags = (x->body ? VAULT_FLAG_BODY : 0) | (x->query ? VAULT_FLAG_QUERY : 0);
 
 		if ((r = buf_put_cstring(b, x->key)) < 0 ||
 		    (r = buf_put_cstring(b, secret_kind_name(x->kind))) < 0 ||
-		    (r = buf_put_u8(b, 0)) < 0 ||
+		    (r = buf_put_u8(b, flags)) < 0 ||
 		    (r = buf_put_cstring(b, x->env ? x->env : "")) < 0 ||
 		    (r = buf_put_cstring(b, x->file ? x->file : "")) < 0 ||
+		    (x->query && (r = buf_put_cstring(b, x->query)) < 0) ||
 		    (r = buf_put_u32(b, (uint32_t)x->n_hosts)) < 0)
 			return r;
 		for (size_t j = 0; j < x->n_hosts; j++)

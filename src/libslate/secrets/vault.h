@@ -11,9 +11,12 @@
  *
  * Inside the seal (the only place key names, hosts and values exist at rest):
  *   "SLVAULT1" | u32 count | count x secret
- *   secret: string key | string kind | u8 flags (0) | string env ("" none) | string file
- *           ("" none) | u32 n_hosts | n_hosts x string host | u32 n_values |
- *           n_values x (string name | string real)
+ *   secret: string key | string kind | u8 flags | string env ("" none) | string file
+ *           ("" none) | [string query, when flags has 0x02] | u32 n_hosts |
+ *           n_hosts x string host | u32 n_values | n_values x (string name | string real)
+ *   flags: 0x01 substituted in bodies (--body), 0x02 in a query parameter (--query); other
+ *           bits refused. A secret with neither is stored exactly as before they existed
+ *           (flags 0), so older vaults read unchanged and older slateds read such secrets.
  * (strings are a u32 big-endian length and the bytes, util/buf.h). Placeholders are not
  * stored: they are derived again from the install salt at every load.
  */
