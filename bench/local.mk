@@ -1,6 +1,6 @@
 EXTRA_DIST += bench/run bench/api-roundtrip bench/workspace-create bench/workspace-ops-run \
 	bench/image-verify bench/image-pull bench/vm-boot bench/guest-channel bench/README.md
-EXTRA_DIST += bench/ssh-agent
+EXTRA_DIST += bench/ssh-agent bench/sigv4-stream
 # Benchmark programs: built by "make bench" only, never installed.
 EXTRA_PROGRAMS = bench/workspace-ops
 bench_workspace_ops_SOURCES = bench/workspace-ops.c
@@ -15,4 +15,5 @@ bench: all $(EXTRA_PROGRAMS)
 	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/image-pull
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/vm-boot
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/guest-channel
+	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/sigv4-stream
 .PHONY: bench
