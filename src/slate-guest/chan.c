@@ -31,6 +31,10 @@
 /* Stop reading the channel while this much is queued to it (replies pile up otherwise). */
 #define CHAN_READ_LIMIT (8u * 1024 * 1024)
 #define SMALL_CHUNK 2048
+/* What one write() to a virtio-serial port takes at most (virtio_console: one buffer of up to
+ * 32 KiB per write, a write() per iovec of a writev()). Every buffer costs the host a notification
+ * and the guest an interrupt, so the port gets whole units where it can. */
+#define DEV_WRITE_UNIT (32u * 1024)
 #define FREE_CHUNKS_MAX 32
 #define RETRY_DEVICE_MS 1000 /* looking for a channel device / vsock connection */
 #define RETRY_UNIX_MS 200    /* --channel SOCKET */
@@ -181,8 +185,10 @@ ssize_t stream_read_data(struct stream *s, int fd, uint8_t rec, size_t max)
 
 	if (!c)
 		return -ENOMEM;
-	if (max > CH_MAX_PAYLOAD - extra)
-		max = CH_MAX_PAYLOAD - extra;
+	/* A full frame is DEV_WRITE_UNIT * 2 bytes, headers included: virtio-serial takes it in two
+	 * writes (see chan_flush()). */
+	if (max > 2 * DEV_WRITE_UNIT - hdr)
+		max = 2 * DEV_WRITE_UNIT - hdr;
 	n = read(fd, c->data + hdr, max);
 	if (n <= 0) {
 		int e = errno;
@@ -223,11 +229,67 @@ static void chan_lost(const char *why, bool hard)
 	ch.kind = T_NONE;
 }
 
+/* Drops w written bytes from the queue's head. */
+static void outq_consume(size_t w)
+{
+	outq_bytes -= w;
+	while (w > 0) {
+		struct chunk *c = ch.head;
+		size_t left = c->len - c->off;
+		if (w < left) {
+			c->off += (uint32_t)w;
+			break;
+		}
+		w -= left;
+		ch.head = c->next;
+		if (!ch.head)
+			ch.tail = NULL;
+		chunk_put(c);
+	}
+}
+
+/* Writes the queue's head to the virtio-serial port in buffers of up to DEV_WRITE_UNIT: straight
+ * from the head chunk when it holds a whole unit (a full DATA frame is two), else small frames
+ * gathered into one. Returns the bytes written or -errno. */
+static ssize_t dev_write(void)
+{
+	static uint8_t unit[DEV_WRITE_UNIT];
+	struct chunk *c = ch.head;
+	size_t left = c->len - c->off, n = 0;
+
+	if (left >= DEV_WRITE_UNIT || !c->next ||
+	    left + (c->next->len - c->next->off) > DEV_WRITE_UNIT) {
+		ssize_t w = write(ch.fd, c->data + c->off,
+		                  left < DEV_WRITE_UNIT ? left : DEV_WRITE_UNIT);
+		return w < 0 ? -errno : w;
+	}
+	for (; c && n + (c->len - c->off) <= DEV_WRITE_UNIT; c = c->next) {
+		memcpy(unit + n, c->data + c->off, c->len - c->off);
+		n += c->len - c->off;
+	}
+	ssize_t w = write(ch.fd, unit, n);
+	return w < 0 ? -errno : w;
+}
+
 void chan_flush(void)
 {
 	if (ch.fd < 0 || (ch.kind == T_DEV && !ch.host_up))
 		return;
 	while (ch.head) {
+		if (ch.kind == T_DEV) {
+			ssize_t w = dev_write();
+			if (w == -EINTR)
+				continue;
+			if (w == 0 || w == -EAGAIN || w == -EWOULDBLOCK)
+				return;
+			if (w < 0) {
+				chan_lost(strerror((int)-w), true);
+				return;
+			}
+			outq_consume((size_t)w);
+			continue;
+		}
+
 		struct iovec iov[64];
 		int n = 0;
 
@@ -245,20 +307,7 @@ void chan_flush(void)
 			chan_lost(strerror(errno), true);
 			return;
 		}
-		outq_bytes -= (size_t)w;
-		while (w > 0) {
-			struct chunk *c = ch.head;
-			size_t left = c->len - c->off;
-			if ((size_t)w < left) {
-				c->off += (uint32_t)w;
-				break;
-			}
-			w -= (ssize_t)left;
-			ch.head = c->next;
-			if (!ch.head)
-				ch.tail = NULL;
-			chunk_put(c);
-		}
+		outq_consume((size_t)w);
 	}
 }
 
