@@ -325,7 +325,18 @@ static int exec_session(struct slate_ctx *ctx, const char *what, const char *pat
 	return status;
 }
 
-enum { OPT_TIMEOUT = 2000, OPT_USER, OPT_WORKDIR, OPT_RM, OPT_NAME, OPT_IMAGE, OPT_SHARE };
+enum {
+	OPT_TIMEOUT = 2000,
+	OPT_USER,
+	OPT_WORKDIR,
+	OPT_RM,
+	OPT_NAME,
+	OPT_IMAGE,
+	OPT_SHARE,
+	OPT_EGRESS,
+	OPT_ALLOW,
+	OPT_DENY
+};
 
 /* Options shared by exec and run; returns 1 when handled, 0 if not, < 0 on bad usage. */
 static int exec_option(struct slate_ctx *ctx, int c, struct exec_opts *o)
@@ -476,16 +487,24 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 	        {"name", required_argument, NULL, OPT_NAME},
 	        {"image", required_argument, NULL, OPT_IMAGE},
 	        {"share", required_argument, NULL, OPT_SHARE},
+	        {"egress", required_argument, NULL, OPT_EGRESS},
+	        {"allow", required_argument, NULL, OPT_ALLOW},
+	        {"deny", required_argument, NULL, OPT_DENY},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object();
 	struct json_object *create = json_object_new_object(), *shares = json_object_new_array();
+	/* --egress, --allow, --deny: a new workspace's egress policy, as for 'slate create'. */
+	_cleanup_json_ struct json_object *egress = json_object_new_object();
+	struct json_object *rules = json_object_new_array();
+	bool egress_set = false;
 	struct exec_opts o = {0};
 	bool rm = false;
 	int c, r;
 
 	if (!body || !create || !shares || json_add(body, "create", create) < 0 ||
-	    json_add(create, "shares", shares) < 0)
+	    json_add(create, "shares", shares) < 0 || !egress || !rules ||
+	    json_add(egress, "rules", rules) < 0)
 		return slate_fail("run", "out of memory");
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hit", longopts, NULL)) >= 0) {
@@ -514,10 +533,23 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 			if (r != 0)
 				return r;
 			break;
+		case OPT_EGRESS:
+		case OPT_ALLOW:
+		case OPT_DENY:
+			r = slate_egress_option(ctx,
+			                        c == OPT_EGRESS  ? "egress"
+			                        : c == OPT_ALLOW ? "allow"
+			                                         : "deny",
+			                        optarg, egress);
+			if (r != 0)
+				return r;
+			egress_set = true;
+			break;
 		case 'h':
 		case OPT_HELP:
 			printf("Usage: slate run [--rm] [--name NAME] [--image ID] "
-			       "[--share HOSTDIR[:GUESTDIR][:ro]]... [-i] [-t] [--timeout S] "
+			       "[--share HOSTDIR[:GUESTDIR][:ro]]... [--egress allow-all|deny-all] "
+			       "[--allow HOST]... [--deny HOST]... [-i] [-t] [--timeout S] "
 			       "-- CMD [ARG]...\n"
 			       "Create the workspace NAME unless it exists (default: a new, unique "
 			       "name), start it unless it runs, and run CMD in it; CMD's exit "
@@ -530,6 +562,9 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 			       "  --image ID         the image a new workspace is cloned from\n"
 			       "  --share SPEC       a host directory for a new workspace (as in "
 			       "'slate create')\n"
+			       "  --egress allow-all|deny-all, --allow HOST, --deny HOST\n"
+			       "                     a new workspace's egress policy (as in 'slate "
+			       "create')\n"
 			       "  -i, -t, --timeout, --user, --workdir   as in 'slate exec'\n");
 			return 0;
 		default:
@@ -541,6 +576,8 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 	if (argc - optind < 1)
 		return slate_usage_error(ctx, "run: give a command (after --)");
 	(void)json_add_bool(body, "rm", rm);
+	if (egress_set && json_add(create, "egress", json_object_get(egress)) < 0)
+		return slate_fail("run", "out of memory");
 	o.argv = argv + optind;
 	o.argc = argc - optind;
 	return exec_session(ctx, "run", "/v1/run", body, &o);

@@ -83,6 +83,33 @@ static int call(struct slate_ctx *ctx, const char *method, const char *path,
 
 /* Parses --share HOSTDIR[:GUESTDIR][:ro] into an object appended to shares. Returns 0, or prints
  * and returns an exit status. */
+int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char *arg,
+                        struct json_object *egress)
+{
+	struct json_object *rules = NULL, *rule;
+
+	if (streq(opt, "egress")) {
+		if (!streq(arg, "allow-all") && !streq(arg, "deny-all"))
+			return slate_usage_error(ctx, "%s: --egress %s: allow-all or deny-all",
+			                         ctx->command, arg);
+		return json_add_string(egress, "default", arg) < 0
+		               ? slate_fail(ctx->command, "out of memory")
+		               : 0;
+	}
+	/* In the order given, as `slate egress NAME allow|deny HOST` would add them; slated checks
+	 * the hosts. */
+	if (json_get_array(egress, "rules", &rules) < 0) {
+		rules = json_object_new_array();
+		if (!rules || json_add(egress, "rules", rules) < 0)
+			return slate_fail(ctx->command, "out of memory");
+	}
+	rule = json_object_new_object();
+	if (!rule || json_object_array_add(rules, rule) < 0 ||
+	    json_add_string(rule, "host", arg) < 0 || json_add_string(rule, "action", opt) < 0)
+		return slate_fail(ctx->command, "out of memory");
+	return 0;
+}
+
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares)
 {
 	_cleanup_free_ char *spec = strdup(arg);
@@ -157,7 +184,7 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	struct json_object *shares = json_object_new_array();
 	/* --egress, --allow, --deny: the policy `slate egress` would make, set with the create. */
 	_cleanup_json_ struct json_object *egress = json_object_new_object();
-	struct json_object *rules = json_object_new_array(), *rule;
+	struct json_object *rules = json_object_new_array();
 	bool egress_set = false;
 	uint64_t v;
 	char *end;
@@ -210,21 +237,15 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 			(void)json_add_bool(body, "generate_ssh_key", true);
 			break;
 		case OPT_EGRESS:
-			if (!streq(optarg, "allow-all") && !streq(optarg, "deny-all"))
-				return slate_usage_error(
-				        ctx, "create: --egress %s: allow-all or deny-all", optarg);
-			(void)json_add_string(egress, "default", optarg);
-			egress_set = true;
-			break;
 		case OPT_ALLOW:
 		case OPT_DENY:
-			/* In the order given, as `slate egress NAME allow|deny HOST` would add them;
-			 * slated checks the hosts. */
-			rule = json_object_new_object();
-			if (!rule || json_object_array_add(rules, rule) < 0 ||
-			    json_add_string(rule, "host", optarg) < 0 ||
-			    json_add_string(rule, "action", c == OPT_ALLOW ? "allow" : "deny"))
-				return slate_fail("create", "out of memory");
+			r = slate_egress_option(ctx,
+			                        c == OPT_EGRESS  ? "egress"
+			                        : c == OPT_ALLOW ? "allow"
+			                                         : "deny",
+			                        optarg, egress);
+			if (r != 0)
+				return r;
 			egress_set = true;
 			break;
 		case 'h':

@@ -4,7 +4,8 @@
 #   `secret set --body/--query PARAM` stored (the vault keeps them across a restart of slated),
 #   shown by `secret ls` (text and --json) and `describe`, refused for aws and bad names;
 #   `create --egress deny-all --allow HOST --deny HOST` gives the policy `slate egress NAME ls`
-#   shows; a refused host or default fails the create and leaves no workspace behind.
+#   shows; a refused host or default fails the create and leaves no workspace behind; `run`
+#   checks the same flags, and refuses them for a workspace that exists (they would not apply).
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
 
@@ -79,6 +80,15 @@ done
 expect_fail 2 "allow-all or deny-all" s create bad1 --home-size 64M --egress maybe
 expect_fail 1 "no workspace named 'bad1'" s describe bad1
 find "$state" -name bad1 | grep -q . && fail "a refused create left bad1 behind"
+
+log "run takes the same flags: checked the same way, and refused for a workspace that exists"
+expect_fail 2 "allow-all or deny-all" s run --name bad2 --egress maybe -- true
+expect_fail 1 "invalid host" s run --name bad2 --egress deny-all --allow "bad host" -- true
+expect_fail 1 "no workspace named 'bad2'" s describe bad2
+# ws1 exists: the policy would not apply, so the run is refused before anything starts.
+expect_fail 1 "exists already" s run --name ws1 --egress allow-all -- true
+s egress ws1 ls | head -1 | grep -qx "default: deny-all" || fail "a refused run changed ws1's policy"
+virsh -c qemu:///system list --all --name | grep -q "ws1" && fail "a refused run started ws1"
 
 log "secret set --body --query: stored, listed, described"
 printf '%s' "$value" | s secret set ws1 API_KEY --host api.example.com --body --query api_key >/dev/null

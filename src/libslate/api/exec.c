@@ -738,6 +738,14 @@ int handle_run(struct api_request *req, struct api_reply *reply)
 				        "run --rm makes a new workspace, and '%s' exists already "
 				        "(without --rm, run uses it)",
 				        name);
+			/* An egress policy asked for would silently not apply: say so instead. */
+			if (json_object_object_get_ex(j->create, "egress", NULL))
+				return api_reply_error(
+				        reply, 409, API_ERR_CONFLICT,
+				        "run --egress/--allow/--deny set a new workspace's policy, "
+				        "and "
+				        "'%s' exists already (change it with 'slate egress %s')",
+				        name, name);
 			json_object_put(TAKE_PTR(j->create));
 		} else if (r != -ENOENT) {
 			return r;
