@@ -88,14 +88,6 @@ struct expand {
 	struct verify_digest digest;
 };
 
-static const uint8_t zero_block[EXPAND_HOLE_BLOCK];
-
-/* Whether n <= EXPAND_HOLE_BLOCK bytes at p are all zero. */
-static bool all_zero(const uint8_t *p, size_t n)
-{
-	return memcmp(p, zero_block, n) == 0;
-}
-
 static bool page_zero(const struct expand *e, unsigned slot, size_t page)
 {
 	return e->zmap[slot][page / 64] & (1ull << (page % 64));
@@ -140,7 +132,7 @@ static int hash_buffer(struct expand *e, unsigned slot)
 			        b + blen - i < EXPAND_HOLE_BLOCK ? b + blen - i : EXPAND_HOLE_BLOCK;
 			size_t page = i / EXPAND_HOLE_BLOCK;
 
-			if (all_zero(p + i, n))
+			if (verify_all_zero(p + i, n))
 				zmap[page / 64] |= 1ull << (page % 64);
 			else
 				zero = false;

@@ -583,14 +583,23 @@ struct subst_list {
 	size_t n;
 };
 
+/* Whether secret i is substituted at where (SUBST_IN_BODY or SUBST_IN_QUERY) in a request to
+ * host: configured for it, bound to host, and not an aws one (those are re-signed). */
+static bool subst_applies(const struct conn *c, size_t i, const char *host, unsigned where)
+{
+	const struct secret *s = &c->secrets->v[i];
+
+	return s->kind != SECRET_KIND_AWS && (where == SUBST_IN_BODY ? s->body : !!s->query) &&
+	       bound_to(c, i, host);
+}
+
 static size_t subst_collect(const struct conn *c, const char *host, unsigned where,
                             struct subst_list *l)
 {
 	l->n = 0;
 	for (size_t i = 0; c->secrets && i < c->secrets->n; i++) {
 		const struct secret *s = &c->secrets->v[i];
-		if (s->kind == SECRET_KIND_AWS ||
-		    !(where == SUBST_IN_BODY ? s->body : !!s->query) || !bound_to(c, i, host))
+		if (!subst_applies(c, i, host, where))
 			continue;
 		for (size_t j = 0; j < s->n_values && l->n < SUBST_ITEMS_MAX; j++) {
 			const struct secret_value *v = &s->values[j];
@@ -618,12 +627,16 @@ static void subst_note(const struct conn *c, const struct subst_list *l, unsigne
 static int put_request_line(struct conn *c, struct buf *out, const char *method, const char *target,
                             const char *host, struct outcome *o)
 {
-	_cleanup_free_ struct subst_list *l = calloc(1, sizeof(*l));
+	_cleanup_free_ struct subst_list *l = NULL;
 	int r;
 
+	/* Most targets have no query: no list to gather (or allocate) for them. */
+	if (!strchr(target, '?'))
+		return buf_putf(out, "%s %s HTTP/1.1\r\n", method, target);
+	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	if (!strchr(target, '?') || subst_collect(c, host, SUBST_IN_QUERY, l) == 0)
+	if (subst_collect(c, host, SUBST_IN_QUERY, l) == 0)
 		return buf_putf(out, "%s %s HTTP/1.1\r\n", method, target);
 	if ((r = buf_putf(out, "%s ", method)) < 0 ||
 	    (r = subst_query(target, strlen(target), l->v, l->n, out, l->counts)) < 0 ||
@@ -1333,8 +1346,7 @@ static bool body_subst_wanted(const struct conn *c, const struct http_head *h, c
 	                    http_head_get(h, "content-encoding", NULL)) == SUBST_BODY_NONE)
 		return false;
 	for (size_t i = 0; c->secrets && i < c->secrets->n; i++)
-		if (c->secrets->v[i].body && c->secrets->v[i].kind != SECRET_KIND_AWS &&
-		    bound_to(c, i, host))
+		if (subst_applies(c, i, host, SUBST_IN_BODY))
 			return true;
 	return false;
 }
