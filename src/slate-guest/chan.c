@@ -35,7 +35,7 @@
  * 32 KiB per write, a write() per iovec of a writev()). Every buffer costs the host a notification
  * and the guest an interrupt, so the port gets whole units where it can. */
 #define DEV_WRITE_UNIT (32u * 1024)
-#define FREE_CHUNKS_MAX 32
+#define FREE_CHUNKS_MAX 48
 #define RETRY_DEVICE_MS 1000 /* looking for a channel device / vsock connection */
 #define RETRY_UNIX_MS 200    /* --channel SOCKET */
 #define PROBE_HOST_MS 100    /* virtio-serial: is the host end connected again? */
@@ -176,31 +176,71 @@ static int send_u32(uint8_t type, uint32_t stream, uint32_t v)
 	return chan_send(type, stream, b, 4, NULL, 0);
 }
 
+/* A DATA frame's payload at most: a whole frame is DEV_WRITE_UNIT * 2 bytes, headers included,
+ * which virtio-serial takes in two writes (see chan_flush()). */
+static size_t frame_payload_max(uint8_t rec)
+{
+	return 2 * DEV_WRITE_UNIT - CH_HEADER_LEN - (rec ? EX_HEADER_LEN : 0);
+}
+
+size_t stream_read_room(const struct stream *s, uint8_t rec)
+{
+	size_t extra = rec ? EX_HEADER_LEN : 0, per = frame_payload_max(rec);
+	size_t win = s->send_win, room = 0;
+
+	for (unsigned k = 0; k < READ_BATCH && win > extra; k++) {
+		size_t p = win - extra < per ? win - extra : per;
+		room += p;
+		win -= extra + p;
+	}
+	return room;
+}
+
 ssize_t stream_read_data(struct stream *s, int fd, uint8_t rec, size_t max)
 {
 	size_t hdr = CH_HEADER_LEN + (rec ? EX_HEADER_LEN : 0);
-	size_t extra = rec ? EX_HEADER_LEN : 0;
-	struct chunk *c = chunk_get();
+	size_t extra = rec ? EX_HEADER_LEN : 0, per = frame_payload_max(rec);
+	struct chunk *c[READ_BATCH];
+	struct iovec iov[READ_BATCH];
+	unsigned k = 0;
 	ssize_t n;
 
-	if (!c)
+	/* One readv() into as many frames as max needs: a command writing a lot is woken once
+	 * per batch, not once per frame (under TCG every wakeup costs the guest an interrupt). */
+	if (max == 0)
+		return -EAGAIN;
+	for (size_t want = max; want > 0 && k < READ_BATCH; k++) {
+		c[k] = chunk_get();
+		if (!c[k])
+			break;
+		iov[k].iov_base = c[k]->data + hdr;
+		iov[k].iov_len = want < per ? want : per;
+		want -= iov[k].iov_len;
+	}
+	if (k == 0)
 		return -ENOMEM;
-	/* A full frame is DEV_WRITE_UNIT * 2 bytes, headers included: virtio-serial takes it in two
-	 * writes (see chan_flush()). */
-	if (max > 2 * DEV_WRITE_UNIT - hdr)
-		max = 2 * DEV_WRITE_UNIT - hdr;
-	n = read(fd, c->data + hdr, max);
+	n = readv(fd, iov, (int)k);
 	if (n <= 0) {
 		int e = errno;
-		chunk_put(c);
+		while (k > 0)
+			chunk_put(c[--k]);
 		return n == 0 ? 0 : -e;
 	}
-	ch_frame_header(c->data, CH_DATA, s->id, (uint32_t)(extra + (size_t)n));
-	if (rec)
-		ex_record_header(c->data + CH_HEADER_LEN, rec, (uint32_t)n);
-	c->len = (uint32_t)(hdr + (size_t)n);
-	s->send_win -= (uint32_t)(extra + (size_t)n);
-	chan_queue(c);
+	size_t left = (size_t)n;
+	for (unsigned i = 0; i < k; i++) {
+		if (left == 0) {
+			chunk_put(c[i]);
+			continue;
+		}
+		size_t p = left < iov[i].iov_len ? left : iov[i].iov_len;
+		ch_frame_header(c[i]->data, CH_DATA, s->id, (uint32_t)(extra + p));
+		if (rec)
+			ex_record_header(c[i]->data + CH_HEADER_LEN, rec, (uint32_t)p);
+		c[i]->len = (uint32_t)(hdr + p);
+		s->send_win -= (uint32_t)(extra + p);
+		chan_queue(c[i]);
+		left -= p;
+	}
 	return n;
 }
 

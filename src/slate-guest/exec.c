@@ -768,9 +768,7 @@ void exec_abort(struct stream *s)
 static bool read_output(struct exec *e, int fd, uint8_t type)
 {
 	for (int i = 0; i < READS_PER_WAKEUP && can_send_output(e); i++) {
-		size_t max = e->s->send_win - EX_HEADER_LEN;
-		if (max > EX_DATA_MAX)
-			max = EX_DATA_MAX;
+		size_t max = stream_read_room(e->s, type);
 		ssize_t n = stream_read_data(e->s, fd, type, max);
 		if (n > 0) {
 			if ((size_t)n < max)

@@ -248,7 +248,7 @@ static bool can_read_local(const struct fwd *f)
 static void fwd_read(struct fwd *f)
 {
 	for (int i = 0; i < READS_PER_WAKEUP && can_read_local(f); i++) {
-		size_t max = f->s->send_win < CH_MAX_PAYLOAD ? f->s->send_win : CH_MAX_PAYLOAD;
+		size_t max = stream_read_room(f->s, 0);
 		ssize_t n = stream_read_data(f->s, f->fd, 0, max);
 		if (n > 0) {
 			if ((size_t)n < max)

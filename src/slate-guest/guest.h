@@ -95,8 +95,13 @@ void chan_queue(struct chunk *c);
 /* Queues one frame whose payload is p1 then p2 (either may be empty). */
 int chan_send(uint8_t type, uint32_t stream, const void *p1, uint32_t n1, const void *p2,
               uint32_t n2);
-/* Reads up to max bytes from fd straight into a DATA frame for s, behind a record header of
- * type rec (0: none). Charges the window. Returns bytes read, 0 at end of file, -errno. */
+/* How many frames one stream_read_data() fills at most. */
+#define READ_BATCH 16
+/* What s's window lets one stream_read_data() read, in READ_BATCH frames at most. */
+size_t stream_read_room(const struct stream *s, uint8_t rec);
+/* Reads up to max bytes (at most stream_read_room()) from fd straight into DATA frames for s,
+ * each behind a record header of type rec (0: none). Charges the window. Returns bytes read, 0 at
+ * end of file, -errno. */
 ssize_t stream_read_data(struct stream *s, int fd, uint8_t rec, size_t max);
 /* Sends CLOSE once; the stream stays until the host's CLOSE. */
 void stream_close(struct stream *s);

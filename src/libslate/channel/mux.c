@@ -23,8 +23,7 @@
 #define MUX_OUT_LOW (256u * 1024)
 #define MUX_OUT_INITIAL (1024u * 1024)
 #define MUX_OUT_MAX (16u * 1024 * 1024)
-/* A WINDOW goes out once this much of what we granted has been written to the user. */
-#define MUX_ACK (CH_INITIAL_WINDOW / 2)
+_Static_assert(MUX_BULK_WINDOW <= CH_MAX_WINDOW, "the bulk window is a legal window");
 #define MUX_HASH 512
 #define MUX_HELLO_PREFIX (CH_HEADER_LEN + CH_MAGIC_LEN)
 
@@ -53,7 +52,8 @@ struct mux_stream {
 	uint32_t send_window; /* what the guest lets us send */
 	uint32_t recv_window; /* what the guest may still send */
 	uint32_t unacked;     /* written to the user, not yet granted back */
-	uint8_t *rbuf;        /* CH_INITIAL_WINDOW bytes, allocated when first needed */
+	uint32_t recv_cap;    /* the window we grant in all: CH_INITIAL_WINDOW or MUX_BULK_WINDOW */
+	uint8_t *rbuf;        /* recv_cap bytes, allocated when first needed */
 	uint32_t roff, rlen;
 	void *cookie;
 	void *data;
@@ -307,7 +307,8 @@ static void send_close(struct mux_stream *s)
 
 static void maybe_ack(struct mux_stream *s)
 {
-	if (s->unacked < MUX_ACK || s->got_eof || s->sent_close || s->draining || s->fd < 0)
+	/* A WINDOW goes out once half of what we granted has been written to the user. */
+	if (s->unacked < s->recv_cap / 2 || s->got_eof || s->sent_close || s->draining || s->fd < 0)
 		return;
 	queue_u32(s->mux, CH_WINDOW, s->id, s->unacked);
 	s->recv_window += s->unacked;
@@ -370,14 +371,14 @@ static int stream_deliver(struct mux_stream *s, const uint8_t *p, uint32_t len)
 	}
 	if (len > 0) {
 		/* Bounded: what waits here plus what we may still get is at most what we granted. */
-		if (s->rlen + len > CH_INITIAL_WINDOW)
+		if (s->rlen + len > s->recv_cap)
 			return -ENOBUFS;
 		if (!s->rbuf) {
-			s->rbuf = malloc(CH_INITIAL_WINDOW);
+			s->rbuf = malloc(s->recv_cap);
 			if (!s->rbuf)
 				return -ENOMEM;
 		}
-		if (s->roff + s->rlen + len > CH_INITIAL_WINDOW) {
+		if (s->roff + s->rlen + len > s->recv_cap) {
 			memmove(s->rbuf, s->rbuf + s->roff, s->rlen);
 			s->roff = 0;
 		}
@@ -544,7 +545,7 @@ static int handle_open(struct mux *m, const struct ch_frame *f, const uint8_t *h
 		return 0;
 	}
 	s->send_window = window;
-	s->recv_window = CH_INITIAL_WINDOW;
+	s->recv_window = s->recv_cap = CH_INITIAL_WINDOW;
 	queue_u32(m, CH_OPEN_OK, s->id, CH_INITIAL_WINDOW);
 	stream_progress(s);
 	return 0;
@@ -857,7 +858,7 @@ int mux_open(struct mux *m, const char *service, int fd, void *cookie)
 
 	if (m->state != MUX_SESSION)
 		return -ENOTCONN;
-	n = ch_open_payload(b, CH_INITIAL_WINDOW, service);
+	n = ch_open_payload(b, MUX_BULK_WINDOW, service);
 	if (n < 0)
 		return -EINVAL;
 	if (m->n_host >= CH_MAX_STREAMS)
@@ -876,7 +877,7 @@ int mux_open(struct mux *m, const char *service, int fd, void *cookie)
 		return -ENOMEM; /* the guest's answer finds no stream: the connection drops */
 	s->opening = true;
 	s->cookie = cookie;
-	s->recv_window = CH_INITIAL_WINDOW;
+	s->recv_window = s->recv_cap = MUX_BULK_WINDOW;
 	stream_progress(s);
 	return 0;
 }

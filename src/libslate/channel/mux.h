@@ -21,6 +21,11 @@
 #include "channel/proto.h"
 
 #define MUX_READ_CHUNK (256u * 1024) /* what the driver reads from the connection at once */
+/* The window we grant the guest on a stream we open (an exec's output): under TCG a guest that
+ * waits for window every 128 KiB spends its time waking up, not sending (doc/performance.md,
+ * "Guest channel"). Streams the guest opens get CH_INITIAL_WINDOW: the guest decides how many of
+ * those there are, and each may hold its whole window in our memory. */
+#define MUX_BULK_WINDOW (2u * 1024 * 1024)
 #define MUX_PING_MS 30000u
 #define MUX_PONG_MS 90000u
 #define MUX_TEXT_MAX 256
