@@ -25,7 +25,7 @@
  * waits for window every 128 KiB spends its time waking up, not sending (doc/performance.md,
  * "Guest channel"). Streams the guest opens get CH_INITIAL_WINDOW: the guest decides how many of
  * those there are, and each may hold its whole window in our memory. */
-#define MUX_BULK_WINDOW (2u * 1024 * 1024)
+#define MUX_BULK_WINDOW (4u * 1024 * 1024)
 #define MUX_PING_MS 30000u
 #define MUX_PONG_MS 90000u
 #define MUX_TEXT_MAX 256
