@@ -14,10 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <zstd.h>
 
 #include "image/catalog.h"
+#include "image/expand.h"
 #include "image/sign.h"
+#include "image/verify.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -28,21 +34,26 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: slate-catalog COMMAND [ARG]...\n"
-	           "Publisher's tool for slate image catalogs (see slate-catalog(1), "
-	           "slate-catalog(5)).\n\n"
-	           "Commands:\n"
-	           "  keygen SECRET_KEY PUBLIC_KEY [--comment TEXT]\n"
-	           "                 make an Ed25519 key pair (the secret key file is mode 0600)\n"
-	           "  sign --key SECRET_KEY [--channel NAME] CATALOG\n"
-	           "                 check CATALOG and write its detached signature CATALOG.sig\n"
-	           "  verify [--trusted PUBKEY_OR_DIR]... [--channel NAME] [--now TIME] [--json]\n"
-	           "         CATALOG [SIG]\n"
-	           "                 exit 0 only for a good signature by a trusted key on a\n"
-	           "                 well-formed catalog that has not expired\n\n"
-	           "Options:\n"
-	           "  -h, --help     this help\n"
-	           "  -V, --version  print the version\n");
+	fprintf(f,
+	        "Usage: slate-catalog COMMAND [ARG]...\n"
+	        "Publisher's tool for slate image catalogs (see slate-catalog(1), "
+	        "slate-catalog(5)).\n\n"
+	        "Commands:\n"
+	        "  keygen SECRET_KEY PUBLIC_KEY [--comment TEXT]\n"
+	        "                 make an Ed25519 key pair (the secret key file is mode 0600)\n"
+	        "  sign --key SECRET_KEY [--channel NAME] CATALOG\n"
+	        "                 check CATALOG and write its detached signature CATALOG.sig\n"
+	        "  verify [--trusted PUBKEY_OR_DIR]... [--channel NAME] [--now TIME] [--json]\n"
+	        "         CATALOG [SIG]\n"
+	        "                 exit 0 only for a good signature by a trusted key on a\n"
+	        "                 well-formed catalog that has not expired\n"
+	        "  pack [--level N (9)] [--json] RAW_IMAGE OUTPUT\n"
+	        "                 compress a raw disk image into a zstd artifact of independent\n"
+	        "                 4 MiB frames (what slate image pull expands fastest) and print\n"
+	        "                 the catalog's size, uncompressedSize and sha256 for it\n\n"
+	        "Options:\n"
+	        "  -h, --help     this help\n"
+	        "  -V, --version  print the version\n");
 }
 
 static int fail(const char *cmd, const char *fmt, ...) _printf_(2, 3);
@@ -389,6 +400,76 @@ out:
 	return EXIT_SUCCESS;
 }
 
+static int cmd_pack(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	        {"level", required_argument, NULL, 'l'},
+	        {"json", no_argument, NULL, 'j'},
+	        {"help", no_argument, NULL, 'h'},
+	        {},
+	};
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int in = -1;
+	_cleanup_close_ int out = -1;
+	uint64_t raw = 0, packed = 0;
+	uint8_t sha[32];
+	char hex[65];
+	bool json = false;
+	int c, r, level = 9;
+
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) >= 0) {
+		if (c == 'l') {
+			char *end;
+			long v;
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 || v > ZSTD_maxCLevel())
+				return usage_error("pack", "--level takes 1..%d", ZSTD_maxCLevel());
+			level = (int)v;
+		} else if (c == 'j') {
+			json = true;
+		} else {
+			return common_option("pack", c, argv);
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error("pack", "want RAW_IMAGE OUTPUT");
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return fail("pack", "%s: %s", src, strerror(errno));
+	/* Written under a temporary name and renamed: OUTPUT is whole or absent. */
+	if (asprintf(&tmp, "%s.tmp-XXXXXX", dst) < 0)
+		return fail("pack", "%s", strerror(ENOMEM));
+	out = mkostemp(tmp, O_CLOEXEC);
+	if (out < 0)
+		return fail("pack", "%s: %s", dst, strerror(errno));
+	r = expand_pack_zstd(in, out, level, &raw, &packed);
+	if (r >= 0 && fsync(out) < 0)
+		r = -errno;
+	if (r >= 0 && fchmod(out, 0644) < 0)
+		r = -errno;
+	if (r >= 0 && rename(tmp, dst) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlink(tmp);
+		return fail("pack", "%s: %s", dst, slate_strerror(r));
+	}
+	r = verify_file_sha256(AT_FDCWD, dst, sha, NULL, NULL);
+	if (r < 0)
+		return fail("pack", "%s: %s", dst, slate_strerror(r));
+	verify_hex(sha, hex);
+	if (json)
+		printf("{\"size\": %" PRIu64 ", \"uncompressedSize\": %" PRIu64
+		       ", \"sha256\": \"%s\", \"compression\": \"zstd\"}\n",
+		       packed, raw, hex);
+	else
+		printf("%s: %" PRIu64 " bytes from %" PRIu64 " (zstd, level %d, %u MiB frames)\n"
+		       "size %" PRIu64 "\nuncompressedSize %" PRIu64 "\nsha256 %s\n",
+		       dst, packed, raw, level, EXPAND_PACK_FRAME >> 20, packed, raw, hex);
+	return EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -429,6 +510,8 @@ int main(int argc, char **argv)
 		return cmd_sign(argc, argv);
 	if (streq(cmd, "verify"))
 		return cmd_verify(argc, argv);
+	if (streq(cmd, "pack"))
+		return cmd_pack(argc, argv);
 	fprintf(stderr, "slate-catalog: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return EXIT_USAGE;

@@ -154,9 +154,10 @@ static int out_file(const char *name)
 	return fd;
 }
 
-/* Expands comp (len bytes) in pieces of at most piece bytes (0: all at once). */
-static int expand_pieces(enum catalog_compression c, const uint8_t *comp, size_t len, int fd,
-                         uint64_t size, size_t piece, uint8_t sha[32])
+/* Expands comp (len bytes) in pieces of at most piece bytes (0: all at once); st (may be NULL)
+ * gets the expander's account of it. */
+static int expand_pieces_st(enum catalog_compression c, const uint8_t *comp, size_t len, int fd,
+                            uint64_t size, size_t piece, uint8_t sha[32], struct expand_stats *st)
 {
 	struct expand *e = NULL;
 	uint32_t seed = 7;
@@ -181,8 +182,16 @@ static int expand_pieces(enum catalog_compression c, const uint8_t *comp, size_t
 	}
 	r = expand_finish(e, sha);
 out:
+	if (st)
+		expand_get_stats(e, st);
 	expand_free(e);
 	return r;
+}
+
+static int expand_pieces(enum catalog_compression c, const uint8_t *comp, size_t len, int fd,
+                         uint64_t size, size_t piece, uint8_t sha[32])
+{
+	return expand_pieces_st(c, comp, len, fd, size, piece, sha, NULL);
 }
 
 static void check_output(int fd)
@@ -288,6 +297,172 @@ static void refusals(enum catalog_compression c)
 	close(fd);
 	free(bad);
 	free(comp);
+}
+
+/* raw packed by expand_pack_zstd (slate-catalog pack), through two files. */
+static uint8_t *pack_raw(size_t *ret_len)
+{
+	int in = out_file("pack-in"), out = out_file("pack-out");
+	uint64_t n_in = 0, n_out = 0;
+	uint8_t *comp;
+
+	assert_int_equal(pwrite(in, raw, RAW_SIZE, 0), RAW_SIZE);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	assert_int_equal(expand_pack_zstd(in, out, 3, &n_in, &n_out), 0);
+	assert_int_equal(n_in, RAW_SIZE);
+	comp = malloc(n_out);
+	assert_non_null(comp);
+	assert_int_equal(pread(out, comp, n_out, 0), (ssize_t)n_out);
+	/* An ordinary zstd stream: libzstd's one-shot decoder reads all the frames. */
+	uint8_t *back = malloc(RAW_SIZE);
+	assert_non_null(back);
+	assert_int_equal(ZSTD_decompress(back, RAW_SIZE, comp, n_out), RAW_SIZE);
+	assert_memory_equal(back, raw, RAW_SIZE);
+	free(back);
+	close(in);
+	close(out);
+	*ret_len = n_out;
+	return comp;
+}
+
+/* Frames made here, one ZSTD_compress() each for the given output sizes (adding up to
+ * RAW_SIZE), with a skippable frame after the first. */
+static uint8_t *frames_raw(const size_t *sizes, size_t n, size_t *ret_len)
+{
+	size_t cap = RAW_SIZE + RAW_SIZE / 8 + (1u << 20), len = 0, off = 0;
+	uint8_t *out = malloc(cap);
+
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i++) {
+		size_t z = ZSTD_compress(out + len, cap - len, raw + off, sizes[i], 1);
+		assert_false(ZSTD_isError(z));
+		len += z;
+		off += sizes[i];
+		if (i == 0) {
+			/* Skippable frame: magic 0x184D2A53, length 5, five bytes. */
+			static const uint8_t skip[] = {0x53, 0x2a, 0x4d, 0x18, 5,   0,  0,
+			                               0,    'h',  'e',  'l',  'l', 'o'};
+			memcpy(out + len, skip, sizeof(skip));
+			len += sizeof(skip);
+		}
+	}
+	assert_int_equal(off, RAW_SIZE);
+	*ret_len = len;
+	return out;
+}
+
+static void expect_frames(const uint8_t *comp, size_t len, uint64_t whole, uint64_t zero,
+                          bool streamed)
+{
+	size_t pieces[] = {0, 7001, 65536, MIB + 3};
+
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		struct expand_stats st = {0};
+		uint8_t sha[32] = {0};
+		int fd = out_file("frames");
+
+		assert_int_equal(expand_pieces_st(CATALOG_COMPRESSION_ZSTD, comp, len, fd, RAW_SIZE,
+		                                  pieces[i], sha, &st),
+		                 0);
+		assert_memory_equal(sha, raw_sha, 32);
+		check_output(fd);
+		close(fd);
+		assert_int_equal(st.whole_frames, whole);
+		assert_int_equal(st.zero_frames, zero);
+		assert_true(streamed ? st.streamed > 0 : st.streamed == 0);
+	}
+}
+
+/* Independent frames: each decoded whole straight into the expander's buffers, the ones of
+ * zeros not decoded at all; whatever does not fit a buffer goes through the stream decoder. */
+static void test_zstd_frames(void **state)
+{
+	size_t len;
+	uint8_t *comp = pack_raw(&len);
+	struct expand_stats st = {0};
+	uint8_t sha[32];
+	int fd;
+
+	/* 24 MiB + 123 in 4 MiB frames: data in [0,4), [8,12) and the last 123 bytes; the four
+	 * others are zeros. */
+	expect_frames(comp, len, 3, 4, false);
+	/* Declared one byte smaller: the last frame is refused before it is decoded. */
+	fd = out_file("small");
+	assert_int_equal(
+	        expand_pieces(CATALOG_COMPRESSION_ZSTD, comp, len, fd, RAW_SIZE - 1, 0, sha),
+	        SLATE_ERR_SIZE_MISMATCH);
+	close(fd);
+	/* Cut short inside the last frame; then with the last frame missing altogether. */
+	fd = out_file("cut");
+	assert_int_equal(
+	        expand_pieces(CATALOG_COMPRESSION_ZSTD, comp, len - 3, fd, RAW_SIZE, 999, sha),
+	        SLATE_ERR_INVALID_FORMAT);
+	close(fd);
+	free(comp);
+
+	/* One frame for the whole image (zstd(1)): all of it streamed. */
+	comp = compress_raw(CATALOG_COMPRESSION_ZSTD, &len);
+	fd = out_file("single");
+	assert_int_equal(
+	        expand_pieces_st(CATALOG_COMPRESSION_ZSTD, comp, len, fd, RAW_SIZE, 0, sha, &st),
+	        0);
+	assert_memory_equal(sha, raw_sha, 32);
+	assert_int_equal(st.whole_frames + st.zero_frames, 0);
+	assert_int_equal(st.streamed, RAW_SIZE);
+	close(fd);
+	free(comp);
+
+	/* Frames of other sizes, made by libzstd directly (so no frame is RLE blocks only: libzstd
+	 * never starts a frame with one), a skippable frame among them: the second 3 MiB frame does
+	 * not fit what is left of its buffer and is streamed, as is the last, 4 MiB + 123. */
+	size_t sizes[] = {4 * MIB, 3 * MIB, 3 * MIB, 2 * MIB, 4 * MIB, 4 * MIB, 4 * MIB + 123};
+	comp = frames_raw(sizes, sizeof(sizes) / sizeof(sizes[0]), &len);
+	expect_frames(comp, len, 5, 0, true);
+	free(comp);
+}
+
+/* A frame of RLE zero blocks is only taken as zeros when its blocks add up to what it declares;
+ * otherwise the decoder sees it, and refuses it. */
+static void test_zstd_lying_zero_frame(void **state)
+{
+	/* Magic; single segment, 4-byte content size (4 MiB); one last RLE block of 128 KiB of 0. */
+	uint8_t f[] = {0x28, 0xb5, 0x2f, 0xfd, 0xa0, 0x00, 0x00,
+	               0x40, 0x00, 0x03, 0x00, 0x10, 0x00};
+	uint8_t sha[32];
+	int fd = out_file("lie");
+
+	assert_int_equal(expand_pieces(CATALOG_COMPRESSION_ZSTD, f, sizeof(f), fd, 4 * MIB, 0, sha),
+	                 SLATE_ERR_INVALID_FORMAT);
+	close(fd);
+	/* The same frame telling the truth (32 blocks of 128 KiB) is 4 MiB of zeros. */
+	uint8_t t[9 + 32 * 4];
+	struct expand_stats st = {0};
+	struct stat sb;
+	memcpy(t, f, 9);
+	for (int i = 0; i < 32; i++) {
+		uint32_t bh = (i == 31 ? 1u : 0u) | (1u << 1) | ((128u << 10) << 3);
+		t[9 + 4 * i] = (uint8_t)bh;
+		t[9 + 4 * i + 1] = (uint8_t)(bh >> 8);
+		t[9 + 4 * i + 2] = (uint8_t)(bh >> 16);
+		t[9 + 4 * i + 3] = 0;
+	}
+	fd = out_file("truth");
+	assert_int_equal(
+	        expand_pieces_st(CATALOG_COMPRESSION_ZSTD, t, sizeof(t), fd, 4 * MIB, 0, sha, &st),
+	        0);
+	assert_int_equal(st.zero_frames, 1);
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(sb.st_size, 4 * MIB);
+	assert_true(sb.st_blocks == 0);
+	close(fd);
+	/* And libzstd agrees that it is 4 MiB of zeros. */
+	uint8_t *back = malloc(4 * MIB);
+	assert_non_null(back);
+	assert_int_equal(ZSTD_decompress(back, 4 * MIB, t, sizeof(t)), 4 * MIB);
+	for (size_t i = 0; i < 4 * MIB; i++)
+		if (back[i])
+			fail();
+	free(back);
 }
 
 static void test_refuse_none(void **state)
@@ -401,6 +576,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_none),        cmocka_unit_test(test_gzip),
 	        cmocka_unit_test(test_zstd),        cmocka_unit_test(test_xz),
+	        cmocka_unit_test(test_zstd_frames), cmocka_unit_test(test_zstd_lying_zero_frame),
 	        cmocka_unit_test(test_refuse_none), cmocka_unit_test(test_refuse_gzip),
 	        cmocka_unit_test(test_refuse_zstd), cmocka_unit_test(test_refuse_xz),
 	        cmocka_unit_test(test_expand_fd),   cmocka_unit_test(test_large),

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "image/expand.h"
 #include "image/verify.h"
@@ -23,7 +24,7 @@
  * block its SHA-256), the other then writes every page that is not zeros. Both run while the
  * caller receives and decompresses the next buffers.
  */
-#define EXPAND_BUF_SIZE (4u << 20)
+#define EXPAND_BUF_SIZE EXPAND_PACK_FRAME
 #define EXPAND_NBUF 8
 /*
  * The writeback of written data is started (sync_file_range(SYNC_FILE_RANGE_WRITE), on a thread of
@@ -40,6 +41,18 @@
 #define ZMAP_WORDS (PAGES_PER_BUF / 64)
 /* xz streams needing more memory than this to decode are refused. */
 #define EXPAND_XZ_MEMLIMIT (512ull << 20)
+/*
+ * zstd artifacts made of independent frames of at most EXPAND_BUF_SIZE of output each (what
+ * `slate-catalog pack` writes, doc/catalog.md) are taken a whole frame at a time: decoded in one
+ * call straight into the ring (the streaming decoder decodes into its own window and copies out),
+ * and a frame of nothing but RLE blocks of zeros is not decoded at all: its output is known to be
+ * zeros, so it is neither written into the ring nor scanned. A frame is gathered up to this many
+ * compressed bytes; one that is bigger (zstd(1) writes a single frame) goes to the streaming
+ * decoder, as does any frame that does not fit the buffer being filled.
+ */
+#define ZFRAME_CAP (ZSTD_COMPRESSBOUND(EXPAND_BUF_SIZE) + 64)
+#define ZBLOCK_MAX (128u << 10) /* RFC 8878: Block_Maximum_Size at most 128 KiB */
+#define PAGES_PER_BLOCK (VERIFY_BLOCK / EXPAND_HOLE_BLOCK)
 
 struct expand;
 struct stage {
@@ -61,6 +74,11 @@ struct expand {
 	z_stream z;
 	bool z_init;
 	ZSTD_DStream *zs;
+	ZSTD_DCtx *zd; /* whole frames, one call each */
+	uint8_t *zbuf; /* a frame being gathered (ZFRAME_CAP bytes) */
+	size_t zbuf_len;
+	bool zstream; /* the streaming decoder is inside a frame */
+	struct expand_stats stats;
 	lzma_stream xz;
 	bool xz_init;
 
@@ -84,6 +102,10 @@ struct expand {
 	 * EXPAND_HOLE_BLOCK of the buffer is all zeros. The writer takes a buffer only after the
 	 * digest stage, so the output is scanned for zeros once. */
 	uint64_t zmap[EXPAND_NBUF][ZMAP_WORDS];
+	/* The decoder's knowledge for the digest stage: the same bits for pages of a zstd frame
+	 * that was all zeros. Only whole VERIFY_BLOCKs are marked, and never written into the
+	 * buffer: the digest stage takes such a block as zeros without reading it. */
+	uint64_t kmap[EXPAND_NBUF][ZMAP_WORDS];
 
 	struct verify_digest digest;
 };
@@ -125,7 +147,18 @@ static int hash_buffer(struct expand *e, unsigned slot)
 	memset(zmap, 0, sizeof(e->zmap[slot]));
 	for (size_t b = 0; b < len; b += VERIFY_BLOCK) {
 		size_t blen = len - b < VERIFY_BLOCK ? len - b : VERIFY_BLOCK;
+		size_t w0 = b / EXPAND_HOLE_BLOCK / 64;
 		bool zero = true;
+
+		if (blen == VERIFY_BLOCK && e->kmap[slot][w0] == UINT64_MAX &&
+		    e->kmap[slot][w0 + 1] == UINT64_MAX && e->kmap[slot][w0 + 2] == UINT64_MAX &&
+		    e->kmap[slot][w0 + 3] == UINT64_MAX) {
+			memcpy(&zmap[w0], &e->kmap[slot][w0], 4 * sizeof(uint64_t));
+			r = verify_digest_zeros(&e->digest, blen);
+			if (r < 0)
+				return r;
+			continue;
+		}
 
 		for (size_t i = b; i < b + blen; i += EXPAND_HOLE_BLOCK) {
 			size_t n =
@@ -297,6 +330,7 @@ static int out_space(struct expand *e, uint8_t **ret, size_t *ret_n)
 			return r;
 		e->have_cur = true;
 		e->fill = 0;
+		memset(e->kmap[e->tail % EXPAND_NBUF], 0, sizeof(e->kmap[0]));
 	}
 	room = EXPAND_BUF_SIZE - e->fill;
 	left = e->size - e->produced + 1;
@@ -400,6 +434,186 @@ static int decode_step(struct expand *e, const uint8_t **in, size_t *in_n, uint8
 	return -EINVAL;
 }
 
+static uint64_t le_get(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/*
+ * Whether a complete zstd frame (fsz bytes, declaring content bytes of output) holds nothing but
+ * RLE blocks of the byte 0 that add up to content, read from its header and block headers as
+ * RFC 8878 lays them out. Frames with a checksum or naming a dictionary are left to the decoder,
+ * so that nothing is taken that libzstd would refuse.
+ */
+static bool zstd_zero_frame(const uint8_t *f, size_t fsz, uint64_t content)
+{
+	unsigned fhd, fcs_flag, fcs_len, pos;
+	uint64_t total = 0;
+
+	if (fsz < 6 || le_get(f, 4) != ZSTD_MAGICNUMBER)
+		return false;
+	fhd = f[4];
+	fcs_flag = fhd >> 6;
+	/* Single segment (the window is the content, so no block can exceed it), no reserved bit,
+	 * checksum or dictionary. */
+	if (!(fhd & 0x20) || (fhd & 0x0f))
+		return false;
+	fcs_len = fcs_flag == 0 ? 1 : 1u << fcs_flag;
+	pos = 5 + fcs_len;
+	for (;;) {
+		uint32_t bh, bsize;
+
+		if (fsz - pos < 4)
+			return false;
+		bh = (uint32_t)le_get(f + pos, 3);
+		bsize = bh >> 3;
+		if (((bh >> 1) & 3) != 1 || bsize > ZBLOCK_MAX || f[pos + 3] != 0)
+			return false;
+		pos += 4;
+		total += bsize;
+		if (bh & 1)
+			break;
+	}
+	return pos == fsz && total == content;
+}
+
+/*
+ * A whole zstd frame (fsz bytes at f) into the buffer being filled. Returns 1 when done, 0 when
+ * this frame is for the streaming decoder (its size unknown, or more than the buffer has room
+ * for), or an error.
+ */
+static int zstd_frame(struct expand *e, const uint8_t *f, size_t fsz)
+{
+	unsigned long long content;
+	uint8_t *out;
+	size_t room;
+	int r;
+
+	if ((le_get(f, 4) & 0xFFFFFFF0u) == ZSTD_MAGIC_SKIPPABLE_START)
+		return 1; /* skippable: metadata, no output */
+	content = ZSTD_getFrameContentSize(f, fsz);
+	if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
+	    content == 0)
+		return 0;
+	if (content > e->size - e->produced)
+		return SLATE_ERR_SIZE_MISMATCH; /* more than declared */
+	r = out_space(e, &out, &room);
+	if (r < 0)
+		return r;
+	if (content > room)
+		return 0;
+	if (zstd_zero_frame(f, fsz, content)) {
+		e->stats.zero_frames++;
+		/* Whole digest blocks inside the frame are only marked; the rest is zeroed in the
+		 * buffer for the digest stage to read. Buffers start on a block, so offsets in
+		 * the buffer are as aligned as offsets in the file. */
+		size_t a = e->fill, z = e->fill + (size_t)content;
+		size_t b0 = (a + VERIFY_BLOCK - 1) / VERIFY_BLOCK * VERIFY_BLOCK;
+		size_t b1 = z / VERIFY_BLOCK * VERIFY_BLOCK;
+		uint64_t *k = e->kmap[e->tail % EXPAND_NBUF];
+
+		if (b0 >= b1) {
+			memset(out, 0, (size_t)content);
+		} else {
+			memset(out, 0, b0 - a);
+			memset(out + (b1 - a), 0, z - b1);
+			for (size_t pg = b0 / EXPAND_HOLE_BLOCK; pg < b1 / EXPAND_HOLE_BLOCK;
+			     pg += 64)
+				k[pg / 64] = UINT64_MAX; /* blocks are whole words of pages */
+		}
+	} else {
+		size_t got = ZSTD_decompressDCtx(e->zd, out, (size_t)content, f, fsz);
+		if (ZSTD_isError(got) || got != content)
+			return SLATE_ERR_INVALID_FORMAT;
+		e->stats.whole_frames++;
+	}
+	e->stream_end = true;
+	r = commit(e, (size_t)content);
+	return r < 0 ? r : 1;
+}
+
+static int run(struct expand *e, const uint8_t *p, size_t n, bool finish);
+
+/* The streaming decoder takes n bytes; it is between frames again when they end one. */
+static int zstd_stream(struct expand *e, const uint8_t *p, size_t n, bool finish)
+{
+	uint64_t before = e->produced;
+	int r = run(e, p, n, finish);
+
+	e->stats.streamed += e->produced - before;
+	e->zstream = !e->stream_end;
+	return r;
+}
+
+/* zstd input: whole frames where they can be had, the streaming decoder otherwise. */
+static int zstd_run(struct expand *e, const uint8_t *p, size_t n, bool finish)
+{
+	for (;;) {
+		const uint8_t *f;
+		size_t avail, fsz;
+		bool gathered = e->zbuf_len > 0;
+		int r;
+
+		if (e->zstream) {
+			if (n == 0 && !finish)
+				return 0;
+			return zstd_stream(e, p, n, finish);
+		}
+		if (gathered) {
+			size_t k = ZFRAME_CAP - e->zbuf_len < n ? ZFRAME_CAP - e->zbuf_len : n;
+			if (k)
+				memcpy(e->zbuf + e->zbuf_len, p, k);
+			e->zbuf_len += k;
+			p += k;
+			n -= k;
+			f = e->zbuf;
+			avail = e->zbuf_len;
+		} else {
+			f = p;
+			avail = n;
+		}
+		if (avail == 0)
+			return finish ? zstd_stream(e, NULL, 0, true) : 0;
+		fsz = ZSTD_findFrameCompressedSize(f, avail);
+		if (ZSTD_isError(fsz)) {
+			if (ZSTD_getErrorCode(fsz) == ZSTD_error_srcSize_wrong && !finish &&
+			    avail < ZFRAME_CAP) {
+				/* Incomplete: keep it until the rest comes. */
+				if (!gathered) {
+					memcpy(e->zbuf, p, n);
+					e->zbuf_len = n;
+				}
+				return 0;
+			}
+			/* Too big for a buffer, cut short, or not zstd at all: the streaming
+			 * decoder takes it from here (and says what is wrong). */
+			e->zbuf_len = 0;
+			r = zstd_stream(e, f, avail, false);
+			if (r < 0)
+				return r;
+			if (!gathered)
+				n = 0;
+			continue;
+		}
+		r = zstd_frame(e, f, fsz);
+		if (r == 0)
+			r = zstd_stream(e, f, fsz, false);
+		if (r < 0)
+			return r;
+		if (gathered) {
+			memmove(e->zbuf, e->zbuf + fsz, avail - fsz);
+			e->zbuf_len = avail - fsz;
+		} else {
+			p += fsz;
+			n -= fsz;
+		}
+	}
+}
+
 static int run(struct expand *e, const uint8_t *p, size_t n, bool finish)
 {
 	for (;;) {
@@ -463,6 +677,10 @@ int expand_new(enum catalog_compression compression, int out_fd, uint64_t size, 
 			return -ENOMEM;
 		/* At most a 128 MiB window (zstd --long=27), whatever the frame asks for. */
 		(void)ZSTD_DCtx_setParameter(e->zs, ZSTD_d_windowLogMax, 27);
+		e->zd = ZSTD_createDCtx();
+		e->zbuf = malloc(ZFRAME_CAP);
+		if (!e->zd || !e->zbuf)
+			return -ENOMEM;
 		break;
 	case CATALOG_COMPRESSION_XZ: {
 		lzma_stream init = LZMA_STREAM_INIT;
@@ -494,6 +712,8 @@ int expand_write(struct expand *e, const void *p, size_t n)
 		return -EINVAL;
 	if (n == 0)
 		return 0;
+	if (e->compression == CATALOG_COMPRESSION_ZSTD)
+		return zstd_run(e, p, n, false);
 	return run(e, p, n, false);
 }
 
@@ -530,7 +750,8 @@ int expand_finish(struct expand *e, uint8_t ret_digest[32])
 		return -EINVAL;
 	e->finished = true;
 	/* Flush whatever the decoder still holds. */
-	r = run(e, NULL, 0, true);
+	r = e->compression == CATALOG_COMPRESSION_ZSTD ? zstd_run(e, NULL, 0, true)
+	                                               : run(e, NULL, 0, true);
 	if (r >= 0 && e->compression != CATALOG_COMPRESSION_NONE && !e->stream_end)
 		r = SLATE_ERR_INVALID_FORMAT; /* truncated */
 	if (r >= 0)
@@ -547,6 +768,11 @@ int expand_finish(struct expand *e, uint8_t ret_digest[32])
 	if (ftruncate(e->fd, (off_t)e->size) < 0)
 		return -errno;
 	return verify_digest_final(&e->digest, ret_digest);
+}
+
+void expand_get_stats(const struct expand *e, struct expand_stats *ret)
+{
+	*ret = e->stats;
 }
 
 uint64_t expand_output_size(const struct expand *e)
@@ -568,6 +794,9 @@ void expand_free(struct expand *e)
 		(void)inflateEnd(&e->z);
 	if (e->zs)
 		(void)ZSTD_freeDStream(e->zs);
+	if (e->zd)
+		(void)ZSTD_freeDCtx(e->zd);
+	free(e->zbuf);
 	if (e->xz_init)
 		lzma_end(&e->xz);
 	verify_digest_done(&e->digest);
@@ -604,4 +833,92 @@ int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint6
 			return r;
 	}
 	return expand_finish(e, ret_digest);
+}
+
+/*
+ * A frame of n zeros (n <= EXPAND_PACK_FRAME) written out by hand: libzstd never makes the first
+ * block of a frame an RLE block, so its frame of zeros would be a compressed block and RLE blocks,
+ * which the expander cannot tell from data without decoding. Single segment, the content size in
+ * 4 bytes, RLE blocks of at most 128 KiB of the byte 0, no checksum (optional in RFC 8878; the
+ * artifact's SHA-256 covers the frame). Returns its length.
+ */
+static size_t pack_zero_frame(uint8_t *out, size_t n)
+{
+	size_t len = 0, left = n;
+
+	out[len++] = 0x28, out[len++] = 0xb5, out[len++] = 0x2f, out[len++] = 0xfd;
+	out[len++] = 0xa0; /* FCS 4 bytes, single segment, no checksum, no dictionary */
+	for (unsigned i = 0; i < 4; i++)
+		out[len++] = (uint8_t)(n >> (8 * i));
+	do {
+		uint32_t b = left < ZBLOCK_MAX ? (uint32_t)left : ZBLOCK_MAX;
+		uint32_t bh = (left == b ? 1u : 0u) | (1u << 1) | (b << 3);
+
+		out[len++] = (uint8_t)bh, out[len++] = (uint8_t)(bh >> 8);
+		out[len++] = (uint8_t)(bh >> 16), out[len++] = 0;
+		left -= b;
+	} while (left > 0);
+	return len;
+}
+
+int expand_pack_zstd(int in_fd, int out_fd, int level, uint64_t *ret_in, uint64_t *ret_out)
+{
+	_cleanup_free_ uint8_t *in = malloc(EXPAND_BUF_SIZE);
+	_cleanup_free_ uint8_t *out = malloc(ZSTD_COMPRESSBOUND(EXPAND_BUF_SIZE));
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	uint64_t total_in = 0, total_out = 0;
+	int r = 0;
+
+	if (!in || !out || !cc) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1))) {
+		r = -EINVAL;
+		goto out;
+	}
+	for (;;) {
+		size_t n = 0, z;
+
+		/* Whole buffers: every frame but the last holds exactly EXPAND_BUF_SIZE. */
+		while (n < EXPAND_BUF_SIZE) {
+			ssize_t k = read(in_fd, in + n, EXPAND_BUF_SIZE - n);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0) {
+				r = -errno;
+				goto out;
+			}
+			if (k == 0)
+				break;
+			n += (size_t)k;
+		}
+		if (n == 0 && total_in > 0)
+			break;
+		if (n > 0 && verify_all_zero(in, n)) {
+			z = pack_zero_frame(out, n);
+		} else {
+			z = ZSTD_compress2(cc, out, ZSTD_COMPRESSBOUND(EXPAND_BUF_SIZE), in, n);
+			if (ZSTD_isError(z)) {
+				r = -EIO;
+				goto out;
+			}
+		}
+		r = fs_write_all(out_fd, out, z);
+		if (r < 0)
+			goto out;
+		total_in += n;
+		total_out += z;
+		if (n < EXPAND_BUF_SIZE)
+			break;
+	}
+	if (ret_in)
+		*ret_in = total_in;
+	if (ret_out)
+		*ret_out = total_out;
+out:
+	ZSTD_freeCCtx(cc);
+	return r;
 }

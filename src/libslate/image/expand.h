@@ -44,6 +44,12 @@ int expand_write(struct expand *e, const void *p, size_t n);
  * (verify_digest_string() writes it out). Nothing is durable yet: that is the caller's fsync.
  */
 int expand_finish(struct expand *e, uint8_t ret_digest[32]);
+/* How a zstd artifact was taken: frames decoded whole straight into the buffers, frames of zeros
+ * recognised without decoding, and output bytes that went through the streaming decoder. */
+struct expand_stats {
+	uint64_t whole_frames, zero_frames, streamed;
+};
+void expand_get_stats(const struct expand *e, struct expand_stats *ret);
 /* Bytes written out so far (holes included). */
 uint64_t expand_output_size(const struct expand *e);
 /* Stops the second thread and frees; NULL is fine. */
@@ -53,3 +59,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct expand *, expand_free);
 /* Expands everything readable from in_fd into out_fd (for tests and tools). */
 int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint64_t size,
               uint8_t ret_digest[32]);
+
+/*
+ * Compresses everything readable from in_fd into out_fd as zstd in independent frames of
+ * EXPAND_PACK_FRAME bytes of input each (the last one shorter), each with its content size and
+ * checksum: an ordinary zstd stream (zstd -d reads it) that the expander decodes a frame at a
+ * time straight into its buffers, without decoding the frames that are all zeros. level is
+ * zstd's. ret_in, ret_out (may be NULL): the sizes read and written.
+ */
+#define EXPAND_PACK_FRAME (4u << 20)
+int expand_pack_zstd(int in_fd, int out_fd, int level, uint64_t *ret_in, uint64_t *ret_out);

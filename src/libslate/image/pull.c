@@ -303,6 +303,15 @@ static int disk_finish(struct download *d)
 	if (r == SLATE_ERR_INVALID_FORMAT)
 		return catalog_error_set(d->err, r, "the disk's %s stream is truncated or corrupt",
 		                         compression_names[d->compression]);
+	if (r >= 0 && d->compression == CATALOG_COMPRESSION_ZSTD) {
+		struct expand_stats st;
+		expand_get_stats(d->x, &st);
+		log_info("pull %s: disk expanded: %" PRIu64
+		         " zstd frames decoded in place, %" PRIu64
+		         " frames of zeros not decoded, %" PRIu64
+		         " bytes through the streaming decoder",
+		         d->id, st.whole_frames, st.zero_frames, st.streamed);
+	}
 	/* Not fsynced here: image_store_install_dir() does it, once, before the rename (and the
 	 * expansion has been flushing as it went). */
 	return r;
