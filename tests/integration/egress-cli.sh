@@ -23,26 +23,7 @@ stop_daemon() {
 }
 on_exit stop_daemon_now
 stop_daemon_now() { stop_daemon; }
-start_daemon() {
-    rm -f "$work/run/slated.sock"
-    "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
-}
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
-expect_fail() { # rc pattern command... (stdin passes through)
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
+start_daemon() { start_slated; }
 
 value=generic-$(head -c 24 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9')
 mnt=$(make_loop_fs btrfs egresscli 1G)

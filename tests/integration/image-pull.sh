@@ -36,17 +36,9 @@ stop_all() {
 on_exit stop_all_now
 stop_all_now() { stop_all; }
 
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
 print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-expect_fail() { # rc pattern command...
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
 
 # The artifacts: the test image's disk compressed with zstd, its kernel and initrd as they are.
 log "compressing the test image's disk"

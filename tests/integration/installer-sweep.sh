@@ -40,18 +40,7 @@ cleanup_domains() {
 on_exit cleanup_domains
 on_exit stop_daemon
 
-start_daemon() {
-    rm -f "$work/run/slated.sock"
-    "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        --libvirt-uri "$SLATE_TEST_URI" 2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
-}
+start_daemon() { start_slated -- --libvirt-uri "$SLATE_TEST_URI"; }
 
 mnt=$(make_loop_fs btrfs sweep 512M)
 state=$mnt/state

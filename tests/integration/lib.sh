@@ -154,3 +154,43 @@ detach_loops() {
         losetup -d "$dev" 2>/dev/null || true
     done
 }
+
+# ---- a slated of the test's own (the tests that drive it set $slated, $slate, $state, $work) ----
+# shellcheck disable=SC2154 # those four are the calling test's
+
+# start_slated [NAME=VALUE]... [-- SLATED_ARG...]: start "$slated --foreground" on $state with its
+# runtime directory $work/run and debug log appended to $work/slated.log, in the background, with
+# the given variables in its environment; sets daemon_pid and returns once the API socket is
+# there. Fails (showing the log's tail) when slated dies or never listens.
+start_slated() {
+    local -a envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        envs+=("$1")
+        shift
+    done
+    [ "${1:-}" = -- ] && shift
+    rm -f "$work/run/slated.sock"
+    env "${envs[@]}" "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" \
+        --log-level debug "$@" 2>>"$work/slated.log" &
+    daemon_pid=$!
+    for _ in $(seq 200); do
+        [ -S "$work/run/slated.sock" ] && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
+        sleep 0.05
+    done
+    tail -20 "$work/slated.log"
+    fail "slated did not come up"
+}
+
+# s ARG...: the slate client on that slated's socket.
+s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+
+# expect_fail RC PATTERN COMMAND...: COMMAND must exit RC with PATTERN in its stderr (its stdout
+# and stderr are left in $work/out and $work/err; stdin passes through).
+expect_fail() {
+    local want=$1 pat=$2 rc=0
+    shift 2
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
+    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
+}

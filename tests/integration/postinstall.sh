@@ -62,17 +62,9 @@ cleanup_domains() {
 on_exit cleanup_domains
 on_exit stop_all
 
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
 print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-expect_fail() { # rc pattern command...
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 size() { stat -c %s "$1"; }
 # api METHOD PATH BODY: the daemon's own answer, without the client's consent handling.

@@ -70,22 +70,11 @@ pp=$(cat "$work/peer.port")
 tp=$(cat "$work/tls.port")
 : >"$work/peer.log"
 
+# The proxy's test-only settings (doc/egress-proxy.md): names pointed at the host's server.
 start_daemon() {
-    rm -f "$work/run/slated.sock"
-    # The proxy's test-only settings (doc/egress-proxy.md): names pointed at the host's server.
-    SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
-        SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp,api.bound.test:443:127.0.0.1:$tp" \
-        "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
+    start_slated SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
+        SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp,api.bound.test:443:127.0.0.1:$tp"
 }
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 jget() { "$py" -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
 print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }

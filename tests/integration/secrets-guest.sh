@@ -24,19 +24,7 @@ stop_daemon() {
     wait "$daemon_pid" 2>/dev/null || true
     daemon_pid=
 }
-start_daemon() {
-    rm -f "$work/run/slated.sock"
-    "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
-}
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+start_daemon() { start_slated; }
 gexec() { s exec "$ws" -- "$@"; }
 cleanup_domain() {
     virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true

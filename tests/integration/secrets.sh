@@ -25,19 +25,7 @@ stop_daemon() {
 }
 on_exit stop_daemon_now
 stop_daemon_now() { stop_daemon; }
-start_daemon() {
-    rm -f "$work/run/slated.sock"
-    "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
-}
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+start_daemon() { start_slated; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
 print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }

@@ -87,20 +87,9 @@ for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 port=$(cat "$work/port")
 
 start_daemon() {
-    rm -f "$work/run/slated.sock"
-    SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
-        SLATE_PROXY_TEST_CONNECT_TO="s3.amazonaws.com:443:127.0.0.1:$port" \
-        "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" --log-level debug \
-        2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
+    start_slated SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
+        SLATE_PROXY_TEST_CONNECT_TO="s3.amazonaws.com:443:127.0.0.1:$port"
 }
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 # gx: a command in the guest, with a bound on the wall clock.
 gx() { timeout -k 5 120 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }
 gxi() { timeout -k 5 120 "$slate" --socket "$work/run/slated.sock" exec -i "$ws" -- "$@"; }

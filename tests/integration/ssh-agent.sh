@@ -35,20 +35,8 @@ stop_daemon() {
     wait "$daemon_pid" 2>/dev/null || true
     daemon_pid=
 }
-start_daemon() {
-    rm -f "$work/run/slated.sock"
-    # The user's own agent is in slated's environment: it must never reach a guest.
-    SSH_AUTH_SOCK=$work/user.sock "$slated" --foreground --state-dir "$state" \
-        --runtime-dir "$work/run" --log-level debug 2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    fail "slated did not come up"
-}
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+# The user's own agent is in slated's environment: it must never reach a guest.
+start_daemon() { start_slated SSH_AUTH_SOCK="$work/user.sock"; }
 g() { s exec "$ws" -- env SSH_AUTH_SOCK=/run/slate/ssh-agent.sock "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]

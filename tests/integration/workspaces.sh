@@ -23,33 +23,15 @@ stop_daemon() {
 on_exit stop_daemon_now
 stop_daemon_now() { stop_daemon; }
 
-start_daemon() { # state-dir [env...]
+start_daemon() { # state-dir [NAME=VALUE...]
     local state=$1
     shift
-    rm -f "$work/run/slated.sock"
-    env "$@" "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" \
-        --log-level debug 2>>"$work/slated.log" &
-    daemon_pid=$!
-    for _ in $(seq 200); do
-        [ -S "$work/run/slated.sock" ] && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { tail -20 "$work/slated.log"; fail "slated died"; }
-        sleep 0.05
-    done
-    tail -20 "$work/slated.log"
-    fail "slated did not come up"
+    start_slated "$@"
 }
 destroy_quietly() { virsh -q -c "$SLATE_TEST_URI" destroy "$1" >/dev/null 2>&1 || true; }
-s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
 print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-expect_fail() { # rc pattern command...
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
 
 exercise_backend() { # state-dir expected-kind
     local state=$1 kind=$2 json
