@@ -104,7 +104,10 @@ expect_refused() { # WHAT CODE ID SECRET TOKEN
     fi
     grep -q "$code" "$d/refused.out" || fail "$what: $(cat "$d/refused.out")"
 }
-expect_refused "a wrong secret" SignatureDoesNotMatch "$REAL_ID" "${REAL_SECRET%?}x" "$REAL_TOKEN"
+# The real secret with its last character changed (to x, or to y when it is an x already).
+wrong_secret=${REAL_SECRET%?}x
+[ "$wrong_secret" = "$REAL_SECRET" ] && wrong_secret=${REAL_SECRET%?}y
+expect_refused "a wrong secret" SignatureDoesNotMatch "$REAL_ID" "$wrong_secret" "$REAL_TOKEN"
 expect_refused "the placeholder key" InvalidAccessKeyId "$PH_ID" "$PH_SECRET" "$PH_TOKEN"
 expect_refused "the placeholder token" InvalidToken "$REAL_ID" "$REAL_SECRET" "$PH_TOKEN"
 if curl -sSf --cacert "$d/ca.pem" -o /dev/null "${url/X-Amz-Expires=300/X-Amz-Expires=301}" 2>/dev/null; then
