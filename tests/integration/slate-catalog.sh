@@ -194,4 +194,35 @@ python3 -c 'import base64, sys; sys.stdout.buffer.write(bytes.fromhex("302a30050
 openssl pkey -pubin -inform DER -in a.der -out a.pem
 openssl pkeyutl -verify -rawin -pubin -inkey a.pem -in message -sigfile ours.sig.bin >/dev/null ||
     fail "OpenSSL does not verify slate-catalog's signature"
+
+# pack: an ordinary zstd file (zstd -d gives the image back) in 4 MiB frames, the catalog's
+# figures right (sha256sum, stat), OUTPUT whole or absent, refusals.
+if command -v zstd >/dev/null; then
+    truncate -s 10M raw.img
+    head -c 300000 /dev/urandom | dd of=raw.img bs=1 seek=$((5 << 20)) conv=notrunc status=none
+    expect 0 "" "$sc" pack --level 3 raw.img raw.zst
+    grep -q "^sha256 $(sha256sum raw.zst | cut -d' ' -f1)\$" out || fail "pack: $(cat out)"
+    grep -q "^size $(stat -c %s raw.zst)\$" out || fail "pack: $(cat out)"
+    grep -q "^uncompressedSize $((10 << 20))\$" out || fail "pack: $(cat out)"
+    zstd -q -d -c raw.zst | cmp -s - raw.img || fail "pack: zstd -d does not give the image back"
+    # Three frames (4 + 4 + 2 MiB), each with its content size: zstd -l counts them.
+    zstd -l raw.zst 2>&1 | awk 'NR == 2 { exit !($1 == 3) }' || fail "pack: not 3 frames: $(zstd -l raw.zst 2>&1)"
+    expect 0 "" "$sc" pack --json raw.img raw2.zst
+    python3 -c 'import json, sys; j = json.load(open("out")); assert j["compression"] == "zstd" and j["uncompressedSize"] == 10 << 20 and len(j["sha256"]) == 64, j' ||
+        fail "pack --json: $(cat out)"
+    expect 2 "level takes 1..22" "$sc" pack --level 23 raw.img x.zst
+    expect 2 "want RAW_IMAGE OUTPUT" "$sc" pack raw.img
+    expect 1 "missing.img: No such file" "$sc" pack missing.img x.zst
+    mkdir ro-dir && chmod 0555 ro-dir
+    if ! touch ro-dir/probe 2>/dev/null; then
+        expect 1 "ro-dir/x.zst" "$sc" pack raw.img ro-dir/x.zst
+    fi
+    rm -f ro-dir/probe
+    # A failed pack leaves nothing: the input is a directory, read fails after the temp file
+    # was made.
+    mkdir indir
+    expect 1 "" "$sc" pack indir out.zst
+    [ ! -e out.zst ] && ! ls out.zst.tmp-* >/dev/null 2>&1 || fail "pack left a file behind"
+    log "pack: zstd -d round trip, 3 frames, catalog figures, --json, refusals, nothing left on failure"
+fi
 log "slate-catalog: all checks passed"
