@@ -496,18 +496,16 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 	struct json_object *create = json_object_new_object(), *shares = json_object_new_array();
 	/* --egress, --allow, --deny: a new workspace's egress policy, as for 'slate create'. */
 	_cleanup_json_ struct json_object *egress = json_object_new_object();
-	struct json_object *rules = json_object_new_array();
-	bool egress_set = false;
+	int opt_index = 0;
 	struct exec_opts o = {0};
 	bool rm = false;
 	int c, r;
 
 	if (!body || !create || !shares || json_add(body, "create", create) < 0 ||
-	    json_add(create, "shares", shares) < 0 || !egress || !rules ||
-	    json_add(egress, "rules", rules) < 0)
+	    json_add(create, "shares", shares) < 0 || !egress)
 		return slate_fail("run", "out of memory");
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hit", longopts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "+hit", longopts, &opt_index)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		r = exec_option(ctx, c, &o);
@@ -536,14 +534,10 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_EGRESS:
 		case OPT_ALLOW:
 		case OPT_DENY:
-			r = slate_egress_option(ctx,
-			                        c == OPT_EGRESS  ? "egress"
-			                        : c == OPT_ALLOW ? "allow"
-			                                         : "deny",
-			                        optarg, egress);
+			/* The option's own name: "egress", "allow" or "deny". */
+			r = slate_egress_option(ctx, longopts[opt_index].name, optarg, egress);
 			if (r != 0)
 				return r;
-			egress_set = true;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -576,7 +570,9 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 	if (argc - optind < 1)
 		return slate_usage_error(ctx, "run: give a command (after --)");
 	(void)json_add_bool(body, "rm", rm);
-	if (egress_set && json_add(create, "egress", json_object_get(egress)) < 0)
+	/* Members only when an egress option was given: slate_egress_option adds them. */
+	if (json_object_object_length(egress) > 0 &&
+	    json_add(create, "egress", json_object_get(egress)) < 0)
 		return slate_fail("run", "out of memory");
 	o.argv = argv + optind;
 	o.argc = argc - optind;

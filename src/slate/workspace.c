@@ -184,17 +184,15 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	struct json_object *shares = json_object_new_array();
 	/* --egress, --allow, --deny: the policy `slate egress` would make, set with the create. */
 	_cleanup_json_ struct json_object *egress = json_object_new_object();
-	struct json_object *rules = json_object_new_array();
-	bool egress_set = false;
+	int opt_index = 0;
 	uint64_t v;
 	char *end;
 	int c, r;
 
-	if (!body || !shares || json_add(body, "shares", shares) < 0 || !egress || !rules ||
-	    json_add(egress, "rules", rules) < 0)
+	if (!body || !shares || json_add(body, "shares", shares) < 0 || !egress)
 		return slate_fail("create", "out of memory");
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "h", longopts, &opt_index)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		switch (c) {
@@ -239,14 +237,10 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_EGRESS:
 		case OPT_ALLOW:
 		case OPT_DENY:
-			r = slate_egress_option(ctx,
-			                        c == OPT_EGRESS  ? "egress"
-			                        : c == OPT_ALLOW ? "allow"
-			                                         : "deny",
-			                        optarg, egress);
+			/* The option's own name: "egress", "allow" or "deny". */
+			r = slate_egress_option(ctx, longopts[opt_index].name, optarg, egress);
 			if (r != 0)
 				return r;
-			egress_set = true;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -276,7 +270,9 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	if (check_name(ctx, argv[optind]) < 0)
 		return EXIT_USAGE;
 	(void)json_add_string(body, "name", argv[optind]);
-	if (egress_set && json_add(body, "egress", json_object_get(egress)) < 0)
+	/* Members only when an egress option was given: slate_egress_option adds them. */
+	if (json_object_object_length(egress) > 0 &&
+	    json_add(body, "egress", json_object_get(egress)) < 0)
 		return slate_fail("create", "out of memory");
 	r = call(ctx, "POST", "/v1/workspaces", body, &reply);
 	if (r < 0)
