@@ -55,8 +55,6 @@ void gbuf_consume(struct gbuf *b, size_t n);
 
 /* Stop reading local sources while this much is queued for the channel. */
 #define OUTQ_HIGH (1024u * 1024)
-/* A DATA frame's payload when an exec record header comes first. */
-#define EX_DATA_MAX (CH_MAX_PAYLOAD - EX_HEADER_LEN)
 
 enum stream_kind { ST_EXEC, ST_FWD };
 
