@@ -52,7 +52,8 @@
  */
 #define ZFRAME_CAP (ZSTD_COMPRESSBOUND(EXPAND_BUF_SIZE) + 64)
 #define ZBLOCK_MAX (128u << 10) /* RFC 8878: Block_Maximum_Size at most 128 KiB */
-#define PAGES_PER_BLOCK (VERIFY_BLOCK / EXPAND_HOLE_BLOCK)
+/* kmap/zmap words per VERIFY_BLOCK: whole blocks are whole words. */
+#define WORDS_PER_BLOCK (VERIFY_BLOCK / EXPAND_HOLE_BLOCK / 64)
 
 struct expand;
 struct stage {
@@ -150,10 +151,9 @@ static int hash_buffer(struct expand *e, unsigned slot)
 		size_t w0 = b / EXPAND_HOLE_BLOCK / 64;
 		bool zero = true;
 
-		if (blen == VERIFY_BLOCK && e->kmap[slot][w0] == UINT64_MAX &&
-		    e->kmap[slot][w0 + 1] == UINT64_MAX && e->kmap[slot][w0 + 2] == UINT64_MAX &&
-		    e->kmap[slot][w0 + 3] == UINT64_MAX) {
-			memcpy(&zmap[w0], &e->kmap[slot][w0], 4 * sizeof(uint64_t));
+		/* Blocks are marked whole (zstd_frame()): the first word says it. */
+		if (blen == VERIFY_BLOCK && e->kmap[slot][w0] == UINT64_MAX) {
+			memcpy(&zmap[w0], &e->kmap[slot][w0], WORDS_PER_BLOCK * sizeof(uint64_t));
 			r = verify_digest_zeros(&e->digest, blen);
 			if (r < 0)
 				return r;
@@ -443,6 +443,14 @@ static uint64_t le_get(const uint8_t *p, unsigned n)
 	return v;
 }
 
+/* Writes the n low bytes of v at p, little-endian; returns n. */
+static size_t le_put(uint8_t *p, uint64_t v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return n;
+}
+
 /*
  * Whether a complete zstd frame (fsz bytes, declaring content bytes of output) holds nothing but
  * RLE blocks of the byte 0 that add up to content, read from its header and block headers as
@@ -521,9 +529,8 @@ static int zstd_frame(struct expand *e, const uint8_t *f, size_t fsz)
 		} else {
 			memset(out, 0, b0 - a);
 			memset(out + (b1 - a), 0, z - b1);
-			for (size_t pg = b0 / EXPAND_HOLE_BLOCK; pg < b1 / EXPAND_HOLE_BLOCK;
-			     pg += 64)
-				k[pg / 64] = UINT64_MAX; /* blocks are whole words of pages */
+			memset(&k[b0 / VERIFY_BLOCK * WORDS_PER_BLOCK], 0xff,
+			       (b1 - b0) / VERIFY_BLOCK * WORDS_PER_BLOCK * sizeof(uint64_t));
 		}
 	} else {
 		size_t got = ZSTD_decompressDCtx(e->zd, out, (size_t)content, f, fsz);
@@ -846,16 +853,15 @@ static size_t pack_zero_frame(uint8_t *out, size_t n)
 {
 	size_t len = 0, left = n;
 
-	out[len++] = 0x28, out[len++] = 0xb5, out[len++] = 0x2f, out[len++] = 0xfd;
+	len += le_put(out + len, ZSTD_MAGICNUMBER, 4);
 	out[len++] = 0xa0; /* FCS 4 bytes, single segment, no checksum, no dictionary */
-	for (unsigned i = 0; i < 4; i++)
-		out[len++] = (uint8_t)(n >> (8 * i));
+	len += le_put(out + len, n, 4);
 	do {
 		uint32_t b = left < ZBLOCK_MAX ? (uint32_t)left : ZBLOCK_MAX;
-		uint32_t bh = (left == b ? 1u : 0u) | (1u << 1) | (b << 3);
 
-		out[len++] = (uint8_t)bh, out[len++] = (uint8_t)(bh >> 8);
-		out[len++] = (uint8_t)(bh >> 16), out[len++] = 0;
+		/* Last_Block, Block_Type 1 (RLE), Block_Size; then the byte repeated: 0. */
+		len += le_put(out + len, (left == b ? 1u : 0u) | (1u << 1) | (b << 3), 3);
+		out[len++] = 0;
 		left -= b;
 	} while (left > 0);
 	return len;
