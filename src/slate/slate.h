@@ -76,7 +76,7 @@ int cmd_trace(struct slate_ctx *ctx, int argc, char **argv);
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares);
 /* create's and run's --egress (opt "egress": allow-all|deny-all), --allow and --deny (opt "allow",
  * "deny": a HOST rule appended to egress's "rules" in the order given) into egress, the body's
- * {"default"?, "rules"} that slated checks as `slate egress` would. Returns 0, or the exit
+ * {"default"?, "rules"?} that slated checks as `slate egress` would. Returns 0, or the exit
  * status after the message (EXIT_USAGE for a bad --egress value). */
 int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char *arg,
                         struct json_object *egress);
