@@ -444,7 +444,7 @@ static int cmd_pack(int argc, char **argv)
 	out = mkostemp(tmp, O_CLOEXEC);
 	if (out < 0)
 		return fail("pack", "%s: %s", dst, strerror(errno));
-	r = expand_pack_zstd(in, out, level, &raw, &packed);
+	r = expand_pack_zstd(in, out, level, &raw, &packed, sha);
 	if (r >= 0 && fsync(out) < 0)
 		r = -errno;
 	if (r >= 0 && fchmod(out, 0644) < 0)
@@ -455,9 +455,6 @@ static int cmd_pack(int argc, char **argv)
 		(void)unlink(tmp);
 		return fail("pack", "%s: %s", dst, slate_strerror(r));
 	}
-	r = verify_file_sha256(AT_FDCWD, dst, sha, NULL, NULL);
-	if (r < 0)
-		return fail("pack", "%s: %s", dst, slate_strerror(r));
 	verify_hex(sha, hex);
 	if (json)
 		printf("{\"size\": %" PRIu64 ", \"uncompressedSize\": %" PRIu64

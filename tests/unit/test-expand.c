@@ -304,15 +304,19 @@ static uint8_t *pack_raw(size_t *ret_len)
 {
 	int in = out_file("pack-in"), out = out_file("pack-out");
 	uint64_t n_in = 0, n_out = 0;
-	uint8_t *comp;
+	uint8_t *comp, sha[32], want[32];
+	unsigned sha_len;
 
 	assert_int_equal(pwrite(in, raw, RAW_SIZE, 0), RAW_SIZE);
 	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
-	assert_int_equal(expand_pack_zstd(in, out, 3, &n_in, &n_out), 0);
+	assert_int_equal(expand_pack_zstd(in, out, 3, &n_in, &n_out, sha), 0);
 	assert_int_equal(n_in, RAW_SIZE);
 	comp = malloc(n_out);
 	assert_non_null(comp);
 	assert_int_equal(pread(out, comp, n_out, 0), (ssize_t)n_out);
+	/* The SHA-256 it reports is the one of what it wrote. */
+	assert_int_equal(EVP_Digest(comp, n_out, want, &sha_len, EVP_sha256(), NULL), 1);
+	assert_memory_equal(sha, want, 32);
 	/* An ordinary zstd stream: libzstd's one-shot decoder reads all the frames. */
 	uint8_t *back = malloc(RAW_SIZE);
 	assert_non_null(back);

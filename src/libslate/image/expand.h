@@ -65,7 +65,9 @@ int expand_fd(enum catalog_compression compression, int in_fd, int out_fd, uint6
  * EXPAND_PACK_FRAME bytes of input each (the last one shorter), each with its content size and
  * checksum: an ordinary zstd stream (zstd -d reads it) that the expander decodes a frame at a
  * time straight into its buffers, without decoding the frames that are all zeros. level is
- * zstd's. ret_in, ret_out (may be NULL): the sizes read and written.
+ * zstd's. ret_in, ret_out (may be NULL): the sizes read and written; ret_sha256: the SHA-256 of
+ * what was written (the catalog's sha256).
  */
 #define EXPAND_PACK_FRAME (4u << 20)
-int expand_pack_zstd(int in_fd, int out_fd, int level, uint64_t *ret_in, uint64_t *ret_out);
+int expand_pack_zstd(int in_fd, int out_fd, int level, uint64_t *ret_in, uint64_t *ret_out,
+                     uint8_t ret_sha256[32]);
