@@ -251,33 +251,12 @@ static int catalog_show_cmd(struct slate_ctx *ctx, int argc, char **argv)
 
 int cmd_catalog(struct slate_ctx *ctx, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	        SLATE_COMMON_OPTS,
-	        {},
+	static const struct slate_subcommand subs[] = {
+	        {"update", catalog_update_cmd},
+	        {"show", catalog_show_cmd},
 	};
-	const char *sub;
-	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
-		if (slate_common_option(ctx, c, optarg))
-			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(catalog_usage, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "catalog: unknown option '%s'", argv[optind - 1]);
-	}
-	if (optind >= argc)
-		return slate_usage_error(ctx, "catalog: update or show?");
-	sub = argv[optind];
-	argc -= optind;
-	argv += optind;
-	if (streq(sub, "update"))
-		return catalog_update_cmd(ctx, argc, argv);
-	if (streq(sub, "show"))
-		return catalog_show_cmd(ctx, argc, argv);
-	return slate_usage_error(ctx, "catalog: unknown subcommand '%s' (update, show)", sub);
+	return slate_dispatch(ctx, catalog_usage, subs, ELEMENTSOF(subs), argc, argv);
 }
 
 /*

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* slate image ls | import. */
+/* slate image ls | import | pull | verify (pull and verify are in catalog.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,7 +20,10 @@ static const char image_usage[] =
         "[--replace]\n"
         "       slate image pull ID [--yes]\n"
         "       slate image verify [ID]\n"
-        "List images, or register a local raw image the administrator trusts (root only).\n";
+        "List the installed images; register a local raw image the administrator trusts "
+        "(import, root only); download, check and install an image of the signed catalog "
+        "(pull: asks before running postinstall steps not applied yet, --yes accepts them); "
+        "re-hash installed images against their recorded digests (verify).\n";
 
 static int image_ls(struct slate_ctx *ctx, struct api_client *client)
 {
@@ -167,61 +170,65 @@ static int image_import(struct slate_ctx *ctx, struct api_client *client, int ar
 	return EXIT_SUCCESS;
 }
 
-int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
+static int image_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {},
 	};
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
-	const char *sub;
 	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		if (c == 'h' || c == OPT_HELP) {
 			fputs(image_usage, stdout);
 			return EXIT_SUCCESS;
 		}
-		return slate_usage_error(ctx, "image: unknown option '%s'", argv[optind - 1]);
+		return slate_usage_error(ctx, "image ls: unknown option '%s'", argv[optind - 1]);
 	}
-	if (optind >= argc)
-		return slate_usage_error(ctx, "image: ls or import?");
-	sub = argv[optind];
-	argc -= optind;
-	argv += optind;
-	if (streq(sub, "ls")) {
-		optind = 0;
-		while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
-			if (slate_common_option(ctx, c, optarg))
-				continue;
-			if (c == 'h' || c == OPT_HELP) {
-				fputs(image_usage, stdout);
-				return EXIT_SUCCESS;
-			}
-			return slate_usage_error(ctx, "image ls: unknown option '%s'",
-			                         argv[optind - 1]);
-		}
-		if (optind != argc)
-			return slate_usage_error(ctx, "image ls: unexpected argument '%s'",
-			                         argv[optind]);
-		if (slate_client(ctx, &client) < 0)
-			return EXIT_FAILURE;
-		return image_ls(ctx, client);
-	}
-	if (streq(sub, "import")) {
-		if (slate_client(ctx, &client) < 0)
-			return EXIT_FAILURE;
-		return image_import(ctx, client, argc, argv);
-	}
-	if (streq(sub, "pull") || streq(sub, "verify")) {
-		if (slate_client(ctx, &client) < 0)
-			return EXIT_FAILURE;
-		return streq(sub, "pull") ? image_pull_cmd(ctx, client, argc, argv)
-		                          : image_verify_cmd(ctx, client, argc, argv);
-	}
-	return slate_usage_error(ctx, "image: unknown subcommand '%s' (ls, import, pull, verify)",
-	                         sub);
+	if (optind != argc)
+		return slate_usage_error(ctx, "image ls: unexpected argument '%s'", argv[optind]);
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
+	return image_ls(ctx, client);
+}
+
+/* The subcommands that take their own arguments, with a client made for them. */
+static int with_client(struct slate_ctx *ctx, int argc, char **argv,
+                       int (*fn)(struct slate_ctx *, struct api_client *, int, char **))
+{
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
+
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
+	return fn(ctx, client, argc, argv);
+}
+
+static int image_import_cmd(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return with_client(ctx, argc, argv, image_import);
+}
+
+static int image_pull_sub(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return with_client(ctx, argc, argv, image_pull_cmd);
+}
+
+static int image_verify_sub(struct slate_ctx *ctx, int argc, char **argv)
+{
+	return with_client(ctx, argc, argv, image_verify_cmd);
+}
+
+int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
+{
+	static const struct slate_subcommand subs[] = {
+	        {"ls", image_ls_cmd},
+	        {"import", image_import_cmd},
+	        {"pull", image_pull_sub},
+	        {"verify", image_verify_sub},
+	};
+
+	return slate_dispatch(ctx, image_usage, subs, ELEMENTSOF(subs), argc, argv);
 }

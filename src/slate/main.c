@@ -37,7 +37,7 @@ static const struct command commands[] = {
         {"secret", cmd_secret, "credentials the guest sees only as placeholders"},
         {"egress", cmd_egress, "a workspace's egress policy: which hosts it may reach"},
         {"trace", cmd_trace, "the workspace's audit trail: egress, signatures, leaks"},
-        {"image", cmd_image, "list images, import a local one"},
+        {"image", cmd_image, "list, pull, verify or import base images"},
         {"catalog", cmd_catalog, "fetch and verify the signed image catalog"},
         {"version", cmd_version, "client and daemon versions"},
         {"doctor", cmd_doctor, "check the host: state directory, storage, libvirt, KVM, vsock"},
@@ -98,6 +98,60 @@ int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...)
 	else
 		fprintf(stderr, "\nTry 'slate --help'.\n");
 	return EXIT_USAGE;
+}
+
+/* Appends the names of subs to buf as "a, b or c" (last "or") or "a, b, c" (last ", "). */
+static void subcommand_names(char *buf, size_t size, const struct slate_subcommand *subs, size_t n,
+                             const char *last)
+{
+	size_t len = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n && len < size; i++) {
+		const char *sep = i == 0 ? "" : i + 1 == n ? last : ", ";
+		int k = snprintf(buf + len, size - len, "%s%s", sep, subs[i].name);
+		if (k < 0)
+			break;
+		len += (size_t)k;
+	}
+}
+
+int slate_dispatch(struct slate_ctx *ctx, const char *usage, const struct slate_subcommand *subs,
+                   size_t n, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {},
+	};
+	const char *group = ctx->command;
+	char names[256];
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		if (c == 'h' || c == OPT_HELP) {
+			fputs(usage, stdout);
+			return EXIT_SUCCESS;
+		}
+		return slate_usage_error(ctx, "%s: unknown option '%s'", group, argv[optind - 1]);
+	}
+	if (optind >= argc) {
+		subcommand_names(names, sizeof(names), subs, n, " or ");
+		return slate_usage_error(ctx, "%s: %s?", group, names);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!streq(argv[optind], subs[i].name))
+			continue;
+		argc -= optind;
+		argv += optind;
+		optind = 0;
+		return subs[i].fn(ctx, argc, argv);
+	}
+	subcommand_names(names, sizeof(names), subs, n, ", ");
+	return slate_usage_error(ctx, "%s: unknown subcommand '%s' (%s)", group, argv[optind],
+	                         names);
 }
 
 int slate_api_fail(const char *what, const struct api_error *err)

@@ -438,33 +438,11 @@ static int secret_rm_cmd(struct slate_ctx *ctx, int argc, char **argv)
 
 int cmd_secret(struct slate_ctx *ctx, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	        SLATE_COMMON_OPTS,
-	        {},
+	static const struct slate_subcommand subs[] = {
+	        {"set", secret_set_cmd},
+	        {"ls", secret_ls_cmd},
+	        {"rm", secret_rm_cmd},
 	};
-	const char *sub;
-	int c;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
-		if (slate_common_option(ctx, c, optarg))
-			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "secret: unknown option '%s'", argv[optind - 1]);
-	}
-	if (optind >= argc)
-		return slate_usage_error(ctx, "secret: set, ls or rm?");
-	sub = argv[optind];
-	argc -= optind;
-	argv += optind;
-	if (streq(sub, "set"))
-		return secret_set_cmd(ctx, argc, argv);
-	if (streq(sub, "ls"))
-		return secret_ls_cmd(ctx, argc, argv);
-	if (streq(sub, "rm"))
-		return secret_rm_cmd(ctx, argc, argv);
-	return slate_usage_error(ctx, "secret: unknown subcommand '%s' (set, ls, rm)", sub);
+	return slate_dispatch(ctx, usage_text, subs, ELEMENTSOF(subs), argc, argv);
 }

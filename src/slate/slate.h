@@ -37,6 +37,20 @@ int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...) _printf
 /* Prints the failed API call's error. Returns EXIT_FAILURE. */
 int slate_api_fail(const char *what, const struct api_error *err);
 
+/* A subcommand of a command group (slate image ls, slate secret set...): argv[0] is its name. */
+struct slate_subcommand {
+	const char *name;
+	int (*fn)(struct slate_ctx *ctx, int argc, char **argv);
+};
+/*
+ * Runs a command group: takes the group's own options (the common ones, -h/--help printing
+ * usage) up to the subcommand, then runs the subcommand of subs (n of them) named next, with
+ * getopt reset and argv starting at its name. A missing or unknown subcommand is a usage error
+ * that lists them all. Returns the exit status.
+ */
+int slate_dispatch(struct slate_ctx *ctx, const char *usage, const struct slate_subcommand *subs,
+                   size_t n, int argc, char **argv);
+
 /* Connects (lazily) to the daemon at ctx->socket. Returns 0 or prints and returns < 0. */
 int slate_client(const struct slate_ctx *ctx, struct api_client **ret);
 /* Prints obj on stdout as one pretty JSON document. Returns 0. */

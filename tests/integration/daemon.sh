@@ -72,6 +72,23 @@ set +e
 "$slate" version --frob 2>"$work/err"; rc=$?
 set -e
 [ $rc = 2 ] || fail "unknown flag: rc=$rc"
+# Command groups name all their subcommands when none or a wrong one is given, and -h works
+# before the subcommand; nothing reaches slated (the socket does not exist).
+for g in "image:ls, import, pull or verify?:ls, import, pull, verify" \
+    "secret:set, ls or rm?:set, ls, rm" "catalog:update or show?:update, show"; do
+    IFS=: read -r grp none all <<<"$g"
+    set +e
+    "$slate" --socket "$work/none.sock" "$grp" 2>"$work/err"; rc=$?
+    set -e
+    [ $rc = 2 ] && grep -qF "slate: $grp: $none" "$work/err" && grep -qF "slate $grp --help" "$work/err" \
+        || fail "$grp without a subcommand: rc=$rc $(cat "$work/err")"
+    set +e
+    "$slate" --socket "$work/none.sock" "$grp" frob 2>"$work/err"; rc=$?
+    set -e
+    [ $rc = 2 ] && grep -qF "slate: $grp: unknown subcommand 'frob' ($all)" "$work/err" \
+        || fail "$grp frob: rc=$rc $(cat "$work/err")"
+    "$slate" "$grp" -h | grep -q "^Usage: slate $grp " || fail "$grp -h"
+done
 set +e
 "$slate" --socket "$work/none.sock" version 2>"$work/err"; rc=$?
 set -e
