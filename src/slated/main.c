@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@ struct options {
 	char *trusted_keys;
 	char *channel;
 	char *catalog_url;
+	char *core_dumps;
 };
 
 static void usage(FILE *f)
@@ -149,6 +152,7 @@ static int apply_config(struct options *o)
 	FILL(trusted_keys, "trusted-keys");
 	FILL(channel, "channel");
 	FILL(catalog_url, "catalog-url");
+	FILL(core_dumps, "core-dumps");
 #undef FILL
 	return 0;
 }
@@ -246,6 +250,26 @@ static void detach_stdio(void)
 		(void)close(fd);
 }
 
+/*
+ * slated's heap holds secret values on their way through (API requests, the JSON parser, the
+ * proxy's and OpenSSL's buffers), not only in the guarded allocations that MADV_DONTDUMP keeps out
+ * of a core. So the daemon makes no core dump at all, unless slate.conf says core-dumps = yes: a
+ * core size limit of 0 that it cannot raise again (file cores; systemd-coredump honours it too)
+ * and not dumpable (which also keeps other users from ptrace and /proc/PID/mem). Before any
+ * secret is read, and before the fork that detaches, so the daemon inherits it; programs slated
+ * runs are dumpable again after execve(), with the limit of 0.
+ */
+static int no_core_dumps(void)
+{
+	const struct rlimit zero = {0, 0};
+
+	if (setrlimit(RLIMIT_CORE, &zero) < 0)
+		return -errno;
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -265,6 +289,13 @@ int main(int argc, char **argv)
 		return 2;
 	if (apply_config(&o) < 0)
 		return EXIT_FAILURE;
+	if (!o.core_dumps || streq(o.core_dumps, "no")) {
+		r = no_core_dumps();
+		if (r < 0)
+			return log_error_errno(r, "cannot turn core dumps off"), EXIT_FAILURE;
+	} else
+		log_warning("core-dumps = yes: a crash writes slated's memory, secret values "
+		            "included, wherever the kernel's core_pattern says");
 	if (!o.state_dir)
 		o.state_dir = strdup(SLATE_STATE_DIR);
 	if (!o.runtime_dir)

@@ -31,6 +31,7 @@ static const struct conf_key keys[] = {
         {.name = "trusted-keys", .type = CONF_PATH, .def = SLATE_SYSCONF_DIR "/trusted-keys"},
         {.name = "channel", .type = CONF_NAME, .def = "stable"},
         {.name = "catalog-url", .type = CONF_URL},
+        {.name = "core-dumps", .type = CONF_ENUM, .def = "no", .choices = "no|yes"},
 };
 
 struct conf {
