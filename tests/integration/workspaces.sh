@@ -80,6 +80,33 @@ exercise_backend() { # state-dir expected-kind
     expect_fail 1 "no workspace named 'ws1'" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" rm ws1 --yes
     expect_fail 1 "only root may import" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" image import x /etc/shadow
     expect_fail 1 "only directories you own" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" create mine --share /root
+    # Every route that names a workspace, as nobody, on root's ws1: 404 "no workspace named"
+    # (the same answer as for a name that does not exist), and ws1 is as it was. Each handler
+    # checks on its own, so each is tried.
+    before=$(find "$state" -path '*/ws1/workspace.json' -exec sha256sum {} +)
+    [ -n "$before" ] || fail "ws1's workspace.json not found"
+    for route in "GET /workspaces/ws1" "DELETE /workspaces/ws1" \
+        "POST /workspaces/ws1/reset {}" "POST /workspaces/ws1/wipe-home {}" "POST /workspaces/ws1/wipe {}" \
+        "POST /workspaces/ws1/start {}" "POST /workspaces/ws1/stop {\"force\":true}" \
+        "POST /workspaces/ws1/console {}" "POST /workspaces/ws1/exec {\"argv\":[\"true\"]}" \
+        "GET /workspaces/ws1/checkpoints" "POST /workspaces/ws1/checkpoints/1/revert {}" \
+        "GET /workspaces/ws1/ssh-key" "POST /workspaces/ws1/ssh-key {}" \
+        "POST /workspaces/ws1/ssh-key/import {\"private_key\":\"x\"}" \
+        "GET /workspaces/ws1/egress" "POST /workspaces/ws1/egress {\"default\":\"deny-all\"}" \
+        "GET /workspaces/ws1/trace" "GET /secrets?workspace=ws1" \
+        "POST /secrets {\"workspace\":\"ws1\",\"key\":\"K\",\"value\":\"long-enough-value\",\"hosts\":[\"a.example\"]}" \
+        "DELETE /secrets/K?workspace=ws1"; do
+        read -r method path body <<<"$route"
+        resp=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -s -w '\n%{http_code}' \
+            --unix-socket "$work/run/slated.sock" -X "$method" \
+            ${body:+-H 'Content-Type: application/json' --data "$body"} "http://slated/v1$path")
+        code=${resp##*$'\n'}
+        [ "$code" = 404 ] && grep -q "no workspace named 'ws1'" <<<"$resp" ||
+            fail "nobody: $method $path answered $code: ${resp%$'\n'*}"
+    done
+    after=$(find "$state" -path '*/ws1/workspace.json' -exec sha256sum {} +)
+    [ "$before" = "$after" ] || fail "nobody's requests changed ws1's workspace.json"
+    [ "$(s describe ws1 --json | jget disk_present)" = true ] || fail "nobody's requests touched ws1's disk"
     chmod 0660 "$work/run/slated.sock"
 
     # Reset, wipe-home, wipe: each says what it did and describe shows it; the share survives.
