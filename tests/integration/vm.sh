@@ -139,7 +139,31 @@ PY
 start_daemon
 expect_fail "slate wipe $ws" s start $ws
 v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace got a domain"
+# Half a wipe is not enough: the home alone (the disk is still the one that leaked), then the disk
+# alone (the home is still there)...
+s wipe-home $ws --yes >/dev/null
+expect_fail "slate wipe $ws" s start $ws
+v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace with only its home wiped got a domain"
+python3 - "$state/workspaces/$ws/workspace.json" <<'PY'
+import json, sys
+p = sys.argv[1]; w = json.load(open(p))
+assert w["compromised"] is True, w
+PY
 s wipe $ws --yes >/dev/null
+s create "$ws-h" --home-size 1G >/dev/null
+stop_daemon
+python3 - "$state/workspaces/$ws-h/workspace.json" <<'PY'
+import json, sys
+p = sys.argv[1]; w = json.load(open(p))
+w.update(compromised=True, compromisedAt=1, compromisedHost="evil.example")
+open(p, "w").write(json.dumps(w))
+PY
+start_daemon
+s reset "$ws-h" --yes >/dev/null
+expect_fail "slate wipe $ws-h" s start "$ws-h"
+v domstate "slate-$ws-h" >/dev/null 2>&1 && fail "a compromised workspace with only its disk reset got a domain"
+s rm "$ws-h" --yes >/dev/null
+# ...and the whole wipe (disk and home) is.
 s start $ws >/dev/null || fail "start after wipe"
 console $ws 'ls /root/marker' | grep -q "No such file" || fail "start after wipe did not re-clone the disk"
 s stop $ws --force >/dev/null
