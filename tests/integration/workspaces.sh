@@ -71,6 +71,18 @@ exercise_backend() { # state-dir expected-kind
     expect_fail 1 "no workspace named 'nope'" s rm nope --yes
     expect_fail 1 "'missing' is not installed" s create ws9 --image missing
     expect_fail 2 "pass --yes" s rm ws1 </dev/null
+    # What a workspace used (its disk, its home, through a symbolic link too) never becomes a
+    # base image, even for root: every new workspace would start from it.
+    ws1disk=$(find "$state" -path '*/ws1/disk.img' | head -1)
+    [ -n "$ws1disk" ] || fail "ws1's disk.img not found"
+    ln -sf "$ws1disk" "$work/link-$kind.img"
+    for f in "$ws1disk" "$(dirname "$ws1disk")/home.img" "$work/link-$kind.img"; do
+        expect_fail 1 "inside slated's state directory" s image import leak "$f"
+    done
+    expect_fail 1 "inside slated's state directory" s image import leak "$test_image_dir/disk.img" \
+        --kernel "$(dirname "$ws1disk")/home.img" --initrd "$test_image_dir/initrd.img"
+    s image ls --json | python3 -c 'import json,sys; assert all(i["id"] != "leak" for i in json.load(sys.stdin)["images"])' ||
+        fail "a refused import left an image"
 
     # Another user sees none of root's workspaces and cannot touch them.
     chmod 0755 "$work/run"

@@ -170,6 +170,17 @@ int handle_image_import(struct api_request *req, struct api_reply *reply)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "--cmdline needs --kernel");
 	if (path[0] != '/' || (kernel && kernel[0] != '/') || (initrd && initrd[0] != '/'))
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "paths must be absolute");
+	{
+		const char *const files[] = {path, kernel, initrd};
+		for (size_t i = 0; i < ELEMENTSOF(files); i++)
+			if (files[i] && image_store_source_check(d->storage, files[i]) == -EPERM)
+				return api_reply_error(
+				        reply, 403, API_ERR_PERMISSION,
+				        "%s is inside slated's state directory (a workspace's disk "
+				        "or home, a checkpoint): a base image is never made from "
+				        "what a workspace used",
+				        files[i]);
+	}
 
 	j = calloc(1, sizeof(*j));
 	if (!j)

@@ -686,6 +686,33 @@ static int import_file(int dir_fd, const char *name, const char *src_path, struc
 	return 0;
 }
 
+/* Whether real (a resolved path) is dir or inside it; dir is resolved first. */
+static bool path_within(const char *real, const char *dir)
+{
+	_cleanup_free_ char *d = dir ? realpath(dir, NULL) : NULL;
+	size_t n;
+
+	if (!d)
+		return false;
+	n = strlen(d);
+	if (n == 1) /* "/" */
+		return true;
+	return strncmp(real, d, n) == 0 && (real[n] == '/' || real[n] == 0);
+}
+
+int image_store_source_check(struct storage *s, const char *path)
+{
+	_cleanup_free_ char *real = realpath(path, NULL);
+
+	if (!real)
+		return 0;
+	if (path_within(real, storage_workspaces_path(s)) ||
+	    (path_within(real, storage_state_path(s)) &&
+	     !path_within(real, storage_images_path(s))))
+		return -EPERM;
+	return 0;
+}
+
 int image_store_import(struct storage *s, const char *id, const char *disk_path,
                        const char *kernel_path, const char *initrd_path, const char *cmdline,
                        bool replace, void (*progress)(uint64_t done, uint64_t total, void *ud),
