@@ -236,6 +236,10 @@ publish 8 2099-01-01T00:00:00Z none "$(image_entry test 1 disk.img.zst)"
 expect_fail 1 "signature" s catalog update
 publish 8 2099-01-01T00:00:00Z "$work/other.secret" "$(image_entry test 1 disk.img.zst)"
 expect_fail 1 "not trusted" s catalog update
+# Endless data: a catalog is at most 4 MiB, enforced while it downloads (not after), whether the
+# server says nothing of the size or announces 1 TiB.
+expect_fail 1 "larger than 4194304 bytes" timeout 30 "$slate" --socket "$work/run/slated.sock" catalog update --from "$url/endless"
+expect_fail 1 "4194304 bytes" timeout 30 "$slate" --socket "$work/run/slated.sock" catalog update --from "$url/endless-cl"
 [ "$(s catalog show --json | jget version)" = 7 ] || fail "a refused catalog replaced the accepted one"
 # Only root names a source.
 chmod 0755 "$work/run"
