@@ -89,6 +89,10 @@ static void test_matches(void **state)
 	        {"1.127.0.0.1", "127.0.0.1", false},
 	        {"127.0.0.1", "0.0.1", false},
 	        {"::1", "::1", true},
+	        /* A name never matches an IP literal, nor the other way round. */
+	        {"::1", "example.com", false},
+	        {"example.com", "::1", false},
+	        {"1", "127.0.0.1", false},
 	        {"", "github.com", false},
 	        {"github.com", "", false},
 	};

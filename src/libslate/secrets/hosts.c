@@ -189,18 +189,3 @@ int secret_host_normalize(const char *in, char **ret, char *err, size_t errlen)
 	*ret = TAKE_PTR(low);
 	return 0;
 }
-
-bool secret_host_bound(const char *bound, const char *host)
-{
-	size_t b, h;
-
-	if (!bound || !host || !*bound || !*host)
-		return false;
-	if (secret_host_is_ip(bound) || secret_host_is_ip(host))
-		return streq(bound, host);
-	b = strlen(bound);
-	h = strlen(host);
-	if (h == b)
-		return streq(bound, host);
-	return h > b && host[h - b - 1] == '.' && streq(host + h - b, bound);
-}

@@ -23,9 +23,3 @@
 int secret_host_normalize(const char *in, char **ret, char *err, size_t errlen);
 /* Whether h (normalised) is an IP literal. */
 bool secret_host_is_ip(const char *h);
-/*
- * Whether a secret bound to bound (normalised) may go to host (normalised): host equals bound,
- * or ends in "." + bound (a subdomain at a dot boundary). IP literals match only themselves,
- * and a name never matches an IP literal nor the other way round.
- */
-bool secret_host_bound(const char *bound, const char *host);
