@@ -1454,7 +1454,7 @@ static void test_checkpoints(void **state)
 
 /* ---- crash safety ---- */
 
-enum verb { V_CREATE, V_RESET, V_WIPE, V_PREPARE, V_DELETE, V_CHECKPOINT, V_REVERT };
+enum verb { V_CREATE, V_RESET, V_WIPE, V_WIPE_ALL, V_PREPARE, V_DELETE, V_CHECKPOINT, V_REVERT };
 enum outcome { OLD, NEW };
 
 static const struct crash_case {
@@ -1478,6 +1478,13 @@ static const struct crash_case {
         {"wipe-home:after-rename-ssh", V_WIPE, NEW},
         {"wipe-home:after-remove-ssh", V_WIPE, NEW},
         {"wipe-home:after-save", V_WIPE, NEW},
+        /* slate wipe: reset and wipe-home as one step, never the disk without the home. */
+        {"wipe:after-journal", V_WIPE_ALL, NEW},
+        {"wipe:after-save-disk", V_WIPE_ALL, NEW},
+        {"wipe:after-unlink-disk", V_WIPE_ALL, NEW},
+        {"wipe-home:after-unlink-home", V_WIPE_ALL, NEW},
+        {"wipe-home:after-remove-ssh", V_WIPE_ALL, NEW},
+        {"wipe-home:after-save", V_WIPE_ALL, NEW},
         {"prepare:after-clone-disk", V_PREPARE, OLD},
         {"prepare:after-rename-disk", V_PREPARE, OLD},
         {"prepare:after-home", V_PREPARE, OLD},
@@ -1516,6 +1523,8 @@ static int run_verb(struct ctx *c, const struct crash_case *k, const char *name,
 		return workspace_reset(c->st, name);
 	case V_WIPE:
 		return workspace_wipe_home(c->st, name);
+	case V_WIPE_ALL:
+		return workspace_wipe(c->st, name);
 	case V_PREPARE:
 		return workspace_prepare(c->st, name);
 	case V_DELETE:
@@ -1570,7 +1579,7 @@ static void crash_one(struct ctx *c, size_t i)
 		memcpy(mac, w->mac, sizeof(mac));
 		workspace_free(TAKE_PTR(w));
 	}
-	if (k->verb == V_WIPE) {
+	if (k->verb == V_WIPE || k->verb == V_WIPE_ALL) {
 		_cleanup_free_ char *key = wpath(c, name, "ssh/id_ed25519");
 		assert_int_equal(fs_write_atomic_at(AT_FDCWD, key, "KEY", 3, 0600), 0);
 	}
@@ -1657,6 +1666,16 @@ static void crash_one(struct ctx *c, size_t i)
 		assert_false(wexists(c, name, "ssh"));
 		assert_true(w->disk_present);
 		assert_true(wholds(c, name, "disk.img", DISK_OFF, "disk before"));
+		workspace_free(TAKE_PTR(w));
+		break;
+	case V_WIPE_ALL:
+		assert_int_equal(workspace_load(c->st, name, &w), 0);
+		assert_false(w->home_present);
+		assert_false(w->disk_present);
+		assert_false(wexists(c, name, "disk.img"));
+		assert_false(wexists(c, name, "home.img"));
+		assert_false(wexists(c, name, "ssh"));
+		assert_false(wexists(c, name, "wipe-home.json"));
 		workspace_free(TAKE_PTR(w));
 		break;
 	case V_PREPARE:

@@ -524,15 +524,6 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
 
-static int wipe_all(struct workspace_store *st, const char *name)
-{
-	int r = workspace_reset(st, name);
-
-	if (r < 0)
-		return r;
-	return workspace_wipe_home(st, name);
-}
-
 int handle_workspace_delete(struct api_request *req, struct api_reply *reply)
 {
 	return run_verb(req, reply, workspace_delete, "delete");
@@ -545,7 +536,7 @@ int handle_workspace_reset(struct api_request *req, struct api_reply *reply)
 
 int handle_workspace_wipe(struct api_request *req, struct api_reply *reply)
 {
-	return run_verb(req, reply, wipe_all, "wipe");
+	return run_verb(req, reply, workspace_wipe, "wipe");
 }
 
 int handle_workspace_wipe_home(struct api_request *req, struct api_reply *reply)

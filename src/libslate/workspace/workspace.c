@@ -215,6 +215,27 @@ static int journal_remove(int ws_fd, const char *file)
 	return fs_fsync_dir(ws_fd);
 }
 
+/* The "verb" of journal file, newly allocated. */
+static int journal_verb(int ws_fd, const char *file, char **ret)
+{
+	_cleanup_buf_ struct buf *b = NULL;
+	_cleanup_json_ struct json_object *o = NULL;
+	const char *v;
+	int r;
+
+	r = fs_read_file_at(ws_fd, file, 4096, &b);
+	if (r < 0)
+		return r;
+	r = json_parse_object((const char *)buf_ptr(b), buf_len(b), 4096, &o);
+	if (r < 0)
+		return r;
+	r = json_get_string(o, "verb", &v);
+	if (r < 0)
+		return r;
+	*ret = strdup(v);
+	return *ret ? 0 : -ENOMEM;
+}
+
 /* ---- the store ---- */
 
 static int sweep_workspace(struct workspace_store *st, const char *name);
@@ -713,6 +734,31 @@ static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace
 	return journal_remove(fd, WS_WIPE_JOURNAL);
 }
 
+/*
+ * What a wipe journal asks for: with disk (`slate wipe`), first what reset does (disk.img gone,
+ * marked absent), then the home as wipe-home does; the journal goes last, so a crash anywhere
+ * after it was written ends, at the next sweep, with both done.
+ */
+static int wipe_finish(struct workspace_store *st, int fd, struct workspace *w, bool disk)
+{
+	int r;
+
+	if (disk) {
+		if (w->disk_present) {
+			w->disk_present = false;
+			r = ws_state_save_at(fd, w);
+			if (r < 0)
+				return r;
+		}
+		crash_point("wipe:after-save-disk");
+		r = unlink_if_present(fd, WS_DISK);
+		if (r < 0)
+			return r;
+		crash_point("wipe:after-unlink-disk");
+	}
+	return wipe_home_finish(st, fd, w);
+}
+
 int ws_settle(struct workspace_store *st, const char *name, int fd)
 {
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
@@ -722,18 +768,24 @@ int ws_settle(struct workspace_store *st, const char *name, int fd)
 	if (r < 0)
 		return r;
 	if (r > 0) {
-		log_debug("workspace %s: completing an interrupted wipe-home", name);
+		_cleanup_free_ char *verb = NULL;
+		/* "wipe" covers the disk too; anything else (an older slated wrote no other verb
+		 * there, and an unreadable journal is not trusted to mean more) the home only. */
+		bool disk = journal_verb(fd, WS_WIPE_JOURNAL, &verb) >= 0 && streq(verb, "wipe");
+
+		log_debug("workspace %s: completing an interrupted %s", name,
+		          disk ? "wipe" : "wipe-home");
 		r = load_at(fd, name, &w);
 		if (r < 0)
 			return r;
-		r = wipe_home_finish(st, fd, w);
+		r = wipe_finish(st, fd, w, disk);
 		if (r < 0)
 			return r;
 	}
 	return ws_revert_complete(st, name, fd);
 }
 
-int workspace_wipe_home(struct workspace_store *st, const char *name)
+static int wipe(struct workspace_store *st, const char *name, bool disk)
 {
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_close_ int fd = -1;
@@ -748,12 +800,22 @@ int workspace_wipe_home(struct workspace_store *st, const char *name)
 	r = load_at(fd, name, &w);
 	if (r < 0)
 		return r;
-	/* Two objects go together: the journal makes it one step for the sweep. */
-	r = journal_write(fd, WS_WIPE_JOURNAL, "verb", "wipe-home");
+	/* Several objects go together: the journal makes it one step for the sweep. */
+	r = journal_write(fd, WS_WIPE_JOURNAL, "verb", disk ? "wipe" : "wipe-home");
 	if (r < 0)
 		return r;
-	crash_point("wipe-home:after-journal");
-	return wipe_home_finish(st, fd, w);
+	crash_point(disk ? "wipe:after-journal" : "wipe-home:after-journal");
+	return wipe_finish(st, fd, w, disk);
+}
+
+int workspace_wipe_home(struct workspace_store *st, const char *name)
+{
+	return wipe(st, name, false);
+}
+
+int workspace_wipe(struct workspace_store *st, const char *name)
+{
+	return wipe(st, name, true);
 }
 
 int workspace_prepare(struct workspace_store *st, const char *name)

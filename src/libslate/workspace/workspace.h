@@ -129,6 +129,8 @@ int workspace_save(struct workspace_store *st, const struct workspace *w);
 int workspace_reset(struct workspace_store *st, const char *name);
 /* Deletes home.img and ssh/ (the generated key pair). */
 int workspace_wipe_home(struct workspace_store *st, const char *name);
+/* Reset and wipe-home as one step: a crash leaves the workspace as it was or both done. */
+int workspace_wipe(struct workspace_store *st, const char *name);
 /* Before a start: clones a fresh disk.img / makes a fresh home.img when missing. */
 int workspace_prepare(struct workspace_store *st, const char *name);
 /* Deletes the whole workspace directory and frees its MAC. */
