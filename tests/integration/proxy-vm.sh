@@ -130,6 +130,21 @@ else
     log "no curl in the guest: HTTPS from the guest not tested (proxy.sh tests it host-side)"
 fi
 
+# After requests the proxy answered with the real value substituted (plain and TLS), the guest
+# still holds only the placeholder: its memory (the requests' buffers, curl's and wget's heaps,
+# the kernel's socket buffers) and its disks. The dump is first shown to find the placeholder.
+gx sh -c "printf '%s\n' '$PH' >/home/slate/used-placeholder; sync" >/dev/null
+virsh -q -c "$SLATE_TEST_URI" dump --memory-only "slate-$ws" "$work/mem.dump" >/dev/null ||
+    fail "virsh dump failed"
+grep -qaF -- "$PH" "$work/mem.dump" || fail "the memory scan does not even find the placeholder"
+grep -qaF -- "$real" "$work/mem.dump" && fail "the real value is in the guest's memory"
+rm -f "$work/mem.dump"
+wsdir=$(dirname "$(find "$state" -path "*/$ws/workspace.json" | head -1)")
+grep -qaF -- "$PH" "$wsdir/home.img" || fail "the home.img scan does not find the placeholder"
+for img in disk.img home.img; do
+    grep -qaF -- "$real" "$wsdir/$img" && fail "the real value is in $img"
+done
+
 # The policy applies to the next request.
 s egress $ws deny-all >/dev/null
 [ "$(status gx wget -q -O- http://plain.bound.test/small)" != 0 ] || fail "deny-all let a request out"
