@@ -117,6 +117,17 @@ daemon_pid=
 start_daemon
 grep -q "picked up running domain slate-$ws" "$work/slated.log" || fail "not picked up"
 [ "$(state_of $ws)" = running ] || fail "after restart: $(state_of $ws)"
+# A clean stop (SIGTERM, what systemctl stop and restart send) leaves it running too, and the
+# next slated picks it up again and can still reach its console.
+picked=$(grep -c "picked up running domain slate-$ws" "$work/slated.log")
+stop_daemon
+grep -q "shutting down" "$work/slated.log" || fail "slated did not stop cleanly"
+[ "$(v domstate slate-$ws)" = running ] || fail "the domain died with a clean stop of slated"
+start_daemon
+[ "$(grep -c "picked up running domain slate-$ws" "$work/slated.log")" -gt "$picked" ] ||
+    fail "not picked up after a clean restart"
+[ "$(state_of $ws)" = running ] || fail "after a clean restart: $(state_of $ws)"
+console $ws 'echo "still $((6 * 7))"' | grep -q "^still 42" || fail "no console after a clean restart"
 
 # A poweroff from inside the guest is noticed (domain events) and the domain is undefined.
 console $ws 'poweroff -f' >/dev/null || true
