@@ -209,6 +209,14 @@ for k in managed ec rsa; do
     ssh-keygen -Y verify -f "$work/allowed" -I signer -n git -s "$work/$k.sig" <"$work/msg" \
         >/dev/null || fail "the $k signature made in the guest does not verify"
 done
+log "the guest's memory after signing with every key: public keys, no private key bytes"
+virsh -q -c "$SLATE_TEST_URI" dump --memory-only "slate-$ws" "$work/mem.dump" >/dev/null ||
+    fail "virsh dump failed"
+# The dump is first shown to hold what went through the channel (a public key blob).
+grep -qaF -- "$(blob "$work/ec.pub")" "$work/mem.dump" ||
+    fail "the memory scan does not even find a public key"
+scan "$work/mem.dump" || fail "private key bytes in the guest's memory"
+rm -f "$work/mem.dump"
 log "in the guest: adding, removing, locking refused"
 s exec -i "$ws" -- sh -c 'umask 077; cat >/tmp/userkey' <"$work/userkey"
 [ "$(status g ssh-add /tmp/userkey)" != 0 ] || fail "ssh-add KEY in the guest was accepted"
