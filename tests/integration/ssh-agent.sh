@@ -282,6 +282,21 @@ log "residue: no private key bytes in disk.img or home.img"
 s stop "$ws" --force >/dev/null
 scan "$wsdir/disk.img" "$wsdir/home.img" || fail "private key bytes in the workspace's images"
 
+log "wipe-home discards the generated key, keeps the imported ones"
+s wipe-home "$ws" --yes >/dev/null
+s describe "$ws" --json | python3 -c 'import json,sys
+k = sorted(x["kind"] for x in json.load(sys.stdin)["ssh_keys"])
+sys.exit(0 if k == ["imported", "imported"] else "ssh_keys after wipe-home: %s" % k)' ||
+    fail "wipe-home: not the two imported keys"
+[ ! -e "$wsdir/ssh/managed.key" ] || fail "wipe-home left the generated key's sealed file"
+[ "$(find "$wsdir/ssh" -type f | wc -l)" = 3 ] || fail "ssh/ after wipe-home: $(ls "$wsdir/ssh")"
+s start "$ws" >/dev/null 2>"$work/err" || fail "start after wipe-home: $(cat "$work/err")"
+g ssh-add -L >"$work/guest.list" 2>"$work/err" || fail "ssh-add -L after wipe-home: $(cat "$work/err")"
+diff <(blob "$work/guest.list" | sort) <(cat "$work/ec.pub" "$work/rsa.pub" | blob | sort) >&2 ||
+    fail "the guest's keys after wipe-home are not the imported ones"
+s stop "$ws" --force >/dev/null
+s ssh-key generate "$ws" >/dev/null || fail "a new key after wipe-home"
+
 log "rm removes the keys and the private agent"
 s rm "$ws" --yes >/dev/null
 [ ! -e "$wsdir" ] || fail "rm left $wsdir"

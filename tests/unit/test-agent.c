@@ -905,6 +905,37 @@ static void test_import(void **state)
 	assert_int_equal(list(p, NULL, 0), 0);
 	assert_null(sign(p, buf_ptr(rsa), buf_len(rsa), "z", 1, 0, alg));
 	peer_close(p);
+
+	/* What wipe-home leaves: the two imported keys, not the generated one nor anything else;
+	 * again (a sweep after a crash) the same. */
+	{
+		_cleanup_close_ int wfd = -1;
+		(void)snprintf(path, sizeof(path), "%s/alpha", f->wsdir);
+		wfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(wfd >= 0);
+		(void)snprintf(cmd, sizeof(cmd), "echo stray > '%s/alpha/ssh/stray'", f->wsdir);
+		assert_int_equal(system(cmd), 0);
+		assert_int_equal(agent_keys_keep_imported(wfd), 2);
+		assert_int_equal(agent_keys_keep_imported(wfd), 2);
+		(void)snprintf(cmd, sizeof(cmd),
+		               "cd '%s/alpha/ssh' && [ ! -e managed.key ] && [ ! -e stray ] && "
+		               "[ $(ls | wc -l) = 3 ]",
+		               f->wsdir);
+		assert_int_equal(system(cmd), 0);
+		p = peer_open(f, "alpha");
+		assert_int_equal(list(p, ids, 4), 2);
+		buf_free(sig);
+		sig = sign(p, buf_ptr(ec), buf_len(ec), "w", 1, 0, alg);
+		assert_non_null(sig);
+		peer_close(p);
+		/* No imported key: 0, and the caller removes the directory. */
+		(void)snprintf(path, sizeof(path), "%s/beta", f->wsdir);
+		assert_int_equal(agent_generate(f->a, "beta", NULL, SEED, NULL), 0);
+		(void)close(wfd);
+		wfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(wfd >= 0);
+		assert_int_equal(agent_keys_keep_imported(wfd), 0);
+	}
 }
 
 int main(void)

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -545,4 +546,62 @@ int agent_keys_unseal(int ws_dirfd, const struct install *in, const char *worksp
 	if (r < 0)
 		return r;
 	return install_unseal(in, purpose, buf_ptr(sealed), buf_len(sealed), ret);
+}
+
+int agent_keys_keep_imported(int ws_dirfd)
+{
+	_cleanup_(agent_keyset_freep) struct agent_keyset *ks = NULL;
+	_cleanup_close_ int dfd = -1;
+	DIR *d;
+	struct dirent *de;
+	size_t j = 0;
+	int fd, r;
+
+	if (agent_keyset_load(ws_dirfd, &ks) < 0)
+		return 0;
+	for (size_t i = 0; i < ks->n; i++) {
+		if (ks->keys[i].kind != AGENT_KEY_IMPORTED) {
+			key_clear(&ks->keys[i]);
+			continue;
+		}
+		ks->keys[j++] = ks->keys[i];
+	}
+	ks->n = j;
+	if (j == 0)
+		return 0;
+	/* Readable (fs_open_dir_at() gives an O_PATH descriptor): it is listed and fsynced. */
+	dfd = openat(ws_dirfd, AGENT_SSH_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* The list first: from here on the generated key is not one, whatever is left. */
+	r = save_keyset(dfd, ks);
+	if (r < 0)
+		return r;
+	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		r = -errno;
+		(void)close(fd);
+		return r;
+	}
+	r = 0;
+	while (r == 0 && (errno = 0, de = readdir(d))) {
+		/* slate makes no directories there; one that is there is not a key. */
+		bool keep = de->d_type == DT_DIR || streq(de->d_name, AGENT_KEYS_FILE);
+
+		for (size_t i = 0; i < ks->n && !keep; i++)
+			keep = streq(de->d_name, ks->keys[i].file);
+		if (!keep && unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
+			r = -errno;
+	}
+	if (r == 0 && errno != 0)
+		r = -errno;
+	(void)closedir(d);
+	if (r < 0)
+		return r;
+	if (fsync(dfd) < 0)
+		return -errno;
+	return (int)ks->n;
 }

@@ -12,7 +12,8 @@
  * Each sealed file's purpose is "ssh-key:<workspace>/<file>", so a blob copied to another
  * workspace or file name does not open. Private bytes are only ever unsealed into secure
  * buffers. Callers serialise writers (the API holds the workspace lock); readers see the old
- * or the new keys.json. wipe-home and delete remove the whole directory (workspace/).
+ * or the new keys.json. wipe-home removes the generated key and keeps imported ones
+ * (agent_keys_keep_imported()); delete removes the whole directory (workspace/).
  */
 
 #include <json-c/json.h>
@@ -95,6 +96,14 @@ int agent_keys_add_imported(int ws_dirfd, const struct install *in, const char *
                             const char *comment, struct json_object **ret);
 /* Takes the key with this fingerprint out of keys.json and removes its sealed file. */
 int agent_keys_remove(int ws_dirfd, const char *fingerprint);
+/*
+ * What wipe-home leaves of <ws_dirfd>/ssh/: the imported keys (the user's own, brought in with
+ * `slate ssh-key import`), with keys.json rewritten to list them alone and every other file of
+ * the directory (the generated key, anything else) removed. Returns how many were kept; 0 when
+ * there are none, the directory is absent or keys.json cannot be read (the caller then removes
+ * the whole directory). Running it again after a crash gives the same result.
+ */
+int agent_keys_keep_imported(int ws_dirfd);
 /* Unseals k's private bytes into a secure buffer (free with buf_free_secure). */
 int agent_keys_unseal(int ws_dirfd, const struct install *in, const char *workspace,
                       const struct agent_key *k, struct buf **ret);

@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "agent/keys.h"
 #include "image/store.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -704,26 +705,37 @@ int workspace_reset(struct workspace_store *st, const char *name)
 	return fs_fsync_dir(fd);
 }
 
-/* Removes home.img and ssh/ and marks the home absent; what a wipe-home journal asks for. */
+/* Removes home.img and the generated key (ssh/ whole when it holds no imported key) and marks the
+ * home absent; what a wipe-home journal asks for. */
 static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace *w)
 {
-	int r;
+	int kept, r;
 
 	r = unlink_if_present(fd, WS_HOME);
 	if (r < 0)
 		return r;
 	crash_point("wipe-home:after-unlink-home");
-	/* Renamed first so that a half-deleted key directory is never mistaken for a key. */
-	r = ws_remove_at(st, fd, WS_DEL_SSH);
-	if (r < 0)
-		return r;
-	if (renameat(fd, WS_SSH, fd, WS_DEL_SSH) < 0 && errno != ENOENT)
-		return -errno;
-	crash_point("wipe-home:after-rename-ssh");
-	r = ws_remove_at(st, fd, WS_DEL_SSH);
-	if (r < 0)
-		return r;
-	crash_point("wipe-home:after-remove-ssh");
+	/* The generated key pair goes; keys the user imported stay (CLI.md: wipe-home discards
+	 * "the generated SSH key pair"; SECURITY.md: a compromised workspace's wipe keeps keys). */
+	kept = agent_keys_keep_imported(fd);
+	if (kept < 0)
+		return kept;
+	if (kept > 0) {
+		crash_point("wipe-home:after-keep-imported");
+	} else {
+		/* None to keep: the directory goes, renamed first so that a half-deleted key
+		 * directory is never mistaken for a key. */
+		r = ws_remove_at(st, fd, WS_DEL_SSH);
+		if (r < 0)
+			return r;
+		if (renameat(fd, WS_SSH, fd, WS_DEL_SSH) < 0 && errno != ENOENT)
+			return -errno;
+		crash_point("wipe-home:after-rename-ssh");
+		r = ws_remove_at(st, fd, WS_DEL_SSH);
+		if (r < 0)
+			return r;
+		crash_point("wipe-home:after-remove-ssh");
+	}
 	if (w->home_present) {
 		w->home_present = false;
 		r = ws_state_save_at(fd, w);
