@@ -459,5 +459,6 @@ int main(int argc, char **argv)
 	free(o.trusted_keys);
 	free(o.channel);
 	free(o.catalog_url);
+	free(o.core_dumps);
 	return EXIT_SUCCESS;
 }
