@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -552,10 +551,9 @@ int agent_keys_keep_imported(int ws_dirfd)
 {
 	_cleanup_(agent_keyset_freep) struct agent_keyset *ks = NULL;
 	_cleanup_close_ int dfd = -1;
-	DIR *d;
-	struct dirent *de;
-	size_t j = 0;
-	int fd, r;
+	char **names = NULL;
+	size_t j = 0, n = 0;
+	int r;
 
 	if (agent_keyset_load(ws_dirfd, &ks) < 0)
 		return 0;
@@ -569,39 +567,30 @@ int agent_keys_keep_imported(int ws_dirfd)
 	ks->n = j;
 	if (j == 0)
 		return 0;
-	/* Readable (fs_open_dir_at() gives an O_PATH descriptor): it is listed and fsynced. */
-	dfd = openat(ws_dirfd, AGENT_SSH_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
+	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
+	if (r < 0)
+		return r;
 	/* The list first: from here on the generated key is not one, whatever is left. */
 	r = save_keyset(dfd, ks);
 	if (r < 0)
 		return r;
-	fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		r = -errno;
-		(void)close(fd);
-		return r;
-	}
-	r = 0;
-	while (r == 0 && (errno = 0, de = readdir(d))) {
-		/* slate makes no directories there; one that is there is not a key. */
-		bool keep = de->d_type == DT_DIR || streq(de->d_name, AGENT_KEYS_FILE);
-
-		for (size_t i = 0; i < ks->n && !keep; i++)
-			keep = streq(de->d_name, ks->keys[i].file);
-		if (!keep && unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
-			r = -errno;
-	}
-	if (r == 0 && errno != 0)
-		r = -errno;
-	(void)closedir(d);
+	r = fs_list_names_at(dfd, &names, &n);
 	if (r < 0)
 		return r;
-	if (fsync(dfd) < 0)
-		return -errno;
+	for (size_t k = 0; k < n && r == 0; k++) {
+		bool keep = streq(names[k], AGENT_KEYS_FILE);
+
+		for (size_t i = 0; i < ks->n && !keep; i++)
+			keep = streq(names[k], ks->keys[i].file);
+		/* slate makes no directories there; one that is there (EISDIR) is not a key. */
+		if (!keep && unlinkat(dfd, names[k], 0) < 0 && errno != ENOENT && errno != EISDIR)
+			r = -errno;
+	}
+	fs_names_free(names, n);
+	if (r < 0)
+		return r;
+	r = fs_fsync_dir(dfd);
+	if (r < 0)
+		return r;
 	return (int)ks->n;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sodium.h>
@@ -397,4 +398,65 @@ int fs_make_traversable(const char *top, const char *dir)
 			return 0;
 		*slash = '\0';
 	}
+}
+
+int fs_list_names_at(int dirfd, char ***ret, size_t *ret_n)
+{
+	_cleanup_close_ int fd = -1;
+	DIR *d;
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0;
+	int r = 0;
+
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d)
+		return -errno;
+	fd = -1;
+	for (;;) {
+		char **nn;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			r = -errno;
+			break;
+		}
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		nn = reallocarray(names, n + 1, sizeof(*names));
+		if (!nn) {
+			r = -ENOMEM;
+			break;
+		}
+		names = nn;
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	(void)closedir(d);
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return r;
+	}
+	*ret = names;
+	*ret_n = n;
+	return 0;
+}
+
+void fs_names_free(char **names, size_t n)
+{
+	if (!names)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 }

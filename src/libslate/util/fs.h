@@ -17,6 +17,10 @@
 int fs_open_dir_at(int dirfd, const char *path, int *ret_fd);
 /* Creates path and its missing parents with mode (existing directories are fine). */
 int fs_mkdir_p(const char *path, mode_t mode);
+/* The entry names of dirfd (all but "." and ".."; an O_PATH fd is fine), unsorted; free with
+ * fs_names_free(). */
+int fs_list_names_at(int dirfd, char ***ret, size_t *ret_n);
+void fs_names_free(char **names, size_t n);
 /* fsync() the directory. */
 int fs_fsync_dir(int dirfd);
 /*

@@ -95,7 +95,7 @@ static int cp_ids(int cp_fd, struct cp_id **ret, size_t *ret_n)
 	size_t n_names = 0, n = 0;
 	int r;
 
-	r = ws_list_names(cp_fd, &names, &n_names);
+	r = fs_list_names_at(cp_fd, &names, &n_names);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n_names; i++) {
@@ -114,7 +114,7 @@ static int cp_ids(int cp_fd, struct cp_id **ret, size_t *ret_n)
 		ids = nn;
 		ids[n++] = c;
 	}
-	ws_names_free(names, n_names);
+	fs_names_free(names, n_names);
 	if (r < 0) {
 		free(ids);
 		return r;
@@ -602,7 +602,7 @@ int ws_checkpoint_sweep(struct workspace_store *st, const char *name, int ws_fd)
 		char **names = NULL;
 		size_t n = 0;
 
-		r = ws_list_names(cp, &names, &n);
+		r = fs_list_names_at(cp, &names, &n);
 		if (r < 0)
 			return r;
 		for (size_t i = 0; i < n && r >= 0; i++) {
@@ -612,7 +612,7 @@ int ws_checkpoint_sweep(struct workspace_store *st, const char *name, int ws_fd)
 			log_debug("workspace %s sweep: removing checkpoints/%s", name, names[i]);
 			r = ws_remove_at(st, cp, names[i]);
 		}
-		ws_names_free(names, n);
+		fs_names_free(names, n);
 		if (r < 0)
 			return r;
 		/* A checkpoint made just before a crash may not have pruned the oldest yet. */

@@ -357,7 +357,7 @@ int ws_home_templates_sweep(struct workspace_store *st, const uint64_t *keep, si
 		return 0;
 	if (r < 0)
 		return r;
-	r = ws_list_names(fd, &names, &n);
+	r = fs_list_names_at(fd, &names, &n);
 	if (r < 0)
 		return r;
 	template_name(recipe, WORKSPACE_DEFAULT_HOME_SIZE, dflt, sizeof(dflt));
@@ -367,7 +367,7 @@ int ws_home_templates_sweep(struct workspace_store *st, const uint64_t *keep, si
 			log_debug("home templates sweep: removing %s", names[i]);
 			r = ws_remove_at(st, fd, names[i]);
 		}
-	ws_names_free(names, n);
+	fs_names_free(names, n);
 	return r;
 }
 

@@ -47,11 +47,6 @@ int ws_uuid_v4(char ret[37]);
 int ws_random_suffix(char *ret, size_t size);
 int64_t ws_now(void);
 
-/* workspace.c: the entry names of dirfd (all but "." and ".."), unsorted; free with
- * ws_names_free(). */
-int ws_list_names(int dirfd, char ***ret, size_t *ret_n);
-void ws_names_free(char **names, size_t n);
-
 /*
  * home.c: makes dir_fd/name a sparse ext4 of size bytes with a skeleton home for uid 1000: a
  * clone of the store's template for that size (made the first time, with mke2fs), or on qcow2

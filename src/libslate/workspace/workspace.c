@@ -7,7 +7,6 @@
  * the layout and doc/crash-points.md the state each crash point leaves.
  */
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -119,67 +118,6 @@ int ws_clone_base(struct workspace_store *st, const char *image_id, int dir_fd, 
 	return 0;
 }
 
-int ws_list_names(int dirfd, char ***ret, size_t *ret_n)
-{
-	_cleanup_close_ int fd = -1;
-	DIR *d;
-	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0;
-	int r = 0;
-
-	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d)
-		return -errno;
-	fd = -1;
-	for (;;) {
-		char **nn;
-
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			r = -errno;
-			break;
-		}
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		nn = reallocarray(names, n + 1, sizeof(*names));
-		if (!nn) {
-			r = -ENOMEM;
-			break;
-		}
-		names = nn;
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
-			r = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	(void)closedir(d);
-	if (r < 0) {
-		for (size_t i = 0; i < n; i++)
-			free(names[i]);
-		free(names);
-		return r;
-	}
-	*ret = names;
-	*ret_n = n;
-	return 0;
-}
-
-void ws_names_free(char **names, size_t n)
-{
-	if (!names)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
 static int is_dir_at(int dirfd, const char *name)
 {
 	struct stat sb;
@@ -274,7 +212,7 @@ static int store_sweep(struct workspace_store *st)
 	size_t n = 0, n_sizes = 0;
 	int r;
 
-	r = ws_list_names(st->dirfd, &names, &n);
+	r = fs_list_names_at(st->dirfd, &names, &n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n && r >= 0; i++) {
@@ -330,7 +268,7 @@ static int store_sweep(struct workspace_store *st)
 			log_debug_errno(k, "home templates sweep: %m");
 	}
 	free(home_sizes);
-	ws_names_free(names, n);
+	fs_names_free(names, n);
 	return r < 0 ? r : 0;
 }
 
@@ -440,7 +378,7 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 	size_t n_names = 0, n = 0;
 	int r;
 
-	r = ws_list_names(st->dirfd, &names, &n_names);
+	r = fs_list_names_at(st->dirfd, &names, &n_names);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n_names; i++) {
@@ -464,7 +402,7 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 		list = nl;
 		list[n++] = w;
 	}
-	ws_names_free(names, n_names);
+	fs_names_free(names, n_names);
 	if (r < 0) {
 		workspace_list_free(list, n);
 		return r;
@@ -1030,7 +968,7 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 		return r;
 	r = ws_open_subdir(fd, WS_CHECKPOINTS, &cp);
 	if (r >= 0)
-		r = ws_list_names(cp, &names, &n);
+		r = fs_list_names_at(cp, &names, &n);
 	if (r == -ENOENT)
 		r = 0;
 	for (size_t i = 0; i < n && r >= 0; i++) {
@@ -1042,7 +980,7 @@ int workspace_usage(struct workspace_store *st, const char *name, struct workspa
 		if ((r = add_usage(st, c, WS_DISK, &u.checkpoints)) >= 0)
 			r = add_usage(st, c, WS_HOME, &u.checkpoints);
 	}
-	ws_names_free(names, n);
+	fs_names_free(names, n);
 	if (r < 0)
 		return r;
 	*ret = u;
@@ -1065,7 +1003,7 @@ static int sweep_workspace(struct workspace_store *st, const char *name)
 		return r == -ENOENT ? 0 : r;
 
 	/* Temporary files and directories of interrupted verbs. */
-	r = ws_list_names(fd, &names, &n);
+	r = fs_list_names_at(fd, &names, &n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n && r >= 0; i++)
@@ -1074,7 +1012,7 @@ static int sweep_workspace(struct workspace_store *st, const char *name)
 			log_debug("workspace %s sweep: removing %s", name, names[i]);
 			r = ws_remove_at(st, fd, names[i]);
 		}
-	ws_names_free(names, n);
+	fs_names_free(names, n);
 	if (r < 0)
 		return r;
 
