@@ -613,6 +613,28 @@ fail:
 
 /* ---- reset, prepare, wipe-home ---- */
 
+/*
+ * What reset does to the disk, for reset and wipe: marks it absent (the sweep then finishes the
+ * job), then unlinks disk.img; the two crash points are the caller's.
+ */
+static int drop_disk(int fd, struct workspace *w, const char *after_save, const char *after_unlink)
+{
+	int r;
+
+	if (w->disk_present) {
+		w->disk_present = false;
+		r = ws_state_save_at(fd, w);
+		if (r < 0)
+			return r;
+	}
+	crash_point(after_save);
+	r = unlink_if_present(fd, WS_DISK);
+	if (r < 0)
+		return r;
+	crash_point(after_unlink);
+	return 0;
+}
+
 int workspace_reset(struct workspace_store *st, const char *name)
 {
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
@@ -629,17 +651,9 @@ int workspace_reset(struct workspace_store *st, const char *name)
 	if (r < 0)
 		return r;
 	/* The state first: from here on the sweep finishes the reset if we die. */
-	if (w->disk_present) {
-		w->disk_present = false;
-		r = ws_state_save_at(fd, w);
-		if (r < 0)
-			return r;
-	}
-	crash_point("reset:after-save");
-	r = unlink_if_present(fd, WS_DISK);
+	r = drop_disk(fd, w, "reset:after-save", "reset:after-unlink");
 	if (r < 0)
 		return r;
-	crash_point("reset:after-unlink");
 	return fs_fsync_dir(fd);
 }
 
@@ -691,20 +705,10 @@ static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace
  */
 static int wipe_finish(struct workspace_store *st, int fd, struct workspace *w, bool disk)
 {
-	int r;
-
 	if (disk) {
-		if (w->disk_present) {
-			w->disk_present = false;
-			r = ws_state_save_at(fd, w);
-			if (r < 0)
-				return r;
-		}
-		crash_point("wipe:after-save-disk");
-		r = unlink_if_present(fd, WS_DISK);
+		int r = drop_disk(fd, w, "wipe:after-save-disk", "wipe:after-unlink-disk");
 		if (r < 0)
 			return r;
-		crash_point("wipe:after-unlink-disk");
 	}
 	return wipe_home_finish(st, fd, w);
 }
