@@ -140,13 +140,17 @@ grep -q "slate-$ws stopped (the guest powered off)" "$work/slated.log" || fail "
 v domstate slate-$ws >/dev/null 2>&1 && fail "the powered-off domain is still defined"
 
 # A compromised workspace refuses to start until wiped; after the wipe, start re-clones.
-stop_daemon
-python3 - "$state/workspaces/$ws/workspace.json" <<'PY'
+# mark_compromised NAME: what the proxy's leak hook persists, written while slated is stopped.
+mark_compromised() {
+    python3 - "$state/workspaces/$1/workspace.json" <<'PY'
 import json, sys
 p = sys.argv[1]; w = json.load(open(p))
 w.update(compromised=True, compromisedAt=1, compromisedHost="evil.example")
 open(p, "w").write(json.dumps(w))
 PY
+}
+stop_daemon
+mark_compromised "$ws"
 start_daemon
 expect_fail "slate wipe $ws" s start $ws
 v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace got a domain"
@@ -163,12 +167,7 @@ PY
 s wipe $ws --yes >/dev/null
 s create "$ws-h" --home-size 1G >/dev/null
 stop_daemon
-python3 - "$state/workspaces/$ws-h/workspace.json" <<'PY'
-import json, sys
-p = sys.argv[1]; w = json.load(open(p))
-w.update(compromised=True, compromisedAt=1, compromisedHost="evil.example")
-open(p, "w").write(json.dumps(w))
-PY
+mark_compromised "$ws-h"
 start_daemon
 s reset "$ws-h" --yes >/dev/null
 expect_fail "slate wipe $ws-h" s start "$ws-h"
