@@ -299,7 +299,7 @@ static int list_steps(struct api_client *client, const char *id, FILE *f, struct
 	return n;
 }
 
-int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, char **argv)
+int image_pull_cmd(struct slate_ctx *ctx, int argc, char **argv)
 {
 	enum { OPT_YES = 1 };
 	static const struct option longopts[] = {
@@ -307,6 +307,7 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 	        {"yes", no_argument, NULL, OPT_YES},
 	        {},
 	};
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct json_object *uuids = json_object_new_array();
 	struct bar b = {.ctx = ctx, .tty = isatty(STDERR_FILENO)};
@@ -350,6 +351,8 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 	id = argv[optind];
 	if (image_id_check(id) < 0)
 		return slate_usage_error(ctx, "image pull: invalid image id '%s'", id);
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
 
 	/* Consent to the postinstall steps before anything is downloaded. */
 	if (!yes && !ctx->json) {
@@ -424,12 +427,13 @@ int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, c
 	return EXIT_SUCCESS;
 }
 
-int image_verify_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, char **argv)
+int image_verify_cmd(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {},
 	};
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct bar b = {.ctx = ctx, .tty = isatty(STDERR_FILENO)};
 	struct json_object *images = NULL;
@@ -464,6 +468,8 @@ int image_verify_cmd(struct slate_ctx *ctx, struct api_client *client, int argc,
 			                         argv[optind]);
 		(void)json_add_string(body, "id", argv[optind]);
 	}
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
 	if (api_client_call(client, "POST", "/v1/images/verify", body, on_event, &b, &reply, &err) <
 	    0) {
 		bar_end(&b);

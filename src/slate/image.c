@@ -89,7 +89,7 @@ static int on_progress(struct json_object *ev, void *ud)
 	return 0;
 }
 
-static int image_import(struct slate_ctx *ctx, struct api_client *client, int argc, char **argv)
+static int image_import(struct slate_ctx *ctx, int argc, char **argv)
 {
 	enum { OPT_KERNEL = 1, OPT_INITRD, OPT_CMDLINE, OPT_REPLACE };
 	static const struct option longopts[] = {
@@ -100,6 +100,7 @@ static int image_import(struct slate_ctx *ctx, struct api_client *client, int ar
 	        {"replace", no_argument, NULL, OPT_REPLACE},
 	        {},
 	};
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct progress prog = {.ctx = ctx, .tty = isatty(STDERR_FILENO)};
 	char real[PATH_MAX];
@@ -146,6 +147,8 @@ static int image_import(struct slate_ctx *ctx, struct api_client *client, int ar
 	(void)json_add_string(body, "id", argv[optind]);
 	(void)json_add_string(body, "path", real);
 
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
 	clock_gettime(CLOCK_MONOTONIC, &prog.start);
 	if (api_client_call(client, "POST", "/v1/images", body, on_progress, &prog, &reply, &err) <
 	    0) {
@@ -195,39 +198,13 @@ static int image_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	return image_ls(ctx, client);
 }
 
-/* The subcommands that take their own arguments, with a client made for them. */
-static int with_client(struct slate_ctx *ctx, int argc, char **argv,
-                       int (*fn)(struct slate_ctx *, struct api_client *, int, char **))
-{
-	_cleanup_(api_client_freep) struct api_client *client = NULL;
-
-	if (slate_client(ctx, &client) < 0)
-		return EXIT_FAILURE;
-	return fn(ctx, client, argc, argv);
-}
-
-static int image_import_cmd(struct slate_ctx *ctx, int argc, char **argv)
-{
-	return with_client(ctx, argc, argv, image_import);
-}
-
-static int image_pull_sub(struct slate_ctx *ctx, int argc, char **argv)
-{
-	return with_client(ctx, argc, argv, image_pull_cmd);
-}
-
-static int image_verify_sub(struct slate_ctx *ctx, int argc, char **argv)
-{
-	return with_client(ctx, argc, argv, image_verify_cmd);
-}
-
 int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct slate_subcommand subs[] = {
 	        {"ls", image_ls_cmd},
-	        {"import", image_import_cmd},
-	        {"pull", image_pull_sub},
-	        {"verify", image_verify_sub},
+	        {"import", image_import},
+	        {"pull", image_pull_cmd},
+	        {"verify", image_verify_cmd},
 	};
 
 	return slate_dispatch(ctx, image_usage, subs, ELEMENTSOF(subs), argc, argv);

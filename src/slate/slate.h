@@ -69,8 +69,8 @@ int cmd_checkpoint(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_image(struct slate_ctx *ctx, int argc, char **argv);
 /* In catalog.c: slate catalog update|show, and image pull/verify for image.c. */
 int cmd_catalog(struct slate_ctx *ctx, int argc, char **argv);
-int image_pull_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, char **argv);
-int image_verify_cmd(struct slate_ctx *ctx, struct api_client *client, int argc, char **argv);
+int image_pull_cmd(struct slate_ctx *ctx, int argc, char **argv);
+int image_verify_cmd(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_start(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_stop(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_console(struct slate_ctx *ctx, int argc, char **argv);
