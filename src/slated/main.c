@@ -27,6 +27,7 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/size.h"
+#include "vm/kvm.h"
 #include "version.h"
 #include "workspace/workspace.h"
 
@@ -56,14 +57,34 @@ static void usage(FILE *f)
 	        "      --runtime-dir DIR   runtime directory, holds slated.sock (default %s)\n"
 	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
 	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
+	        "      --probe-kvm         only say whether QEMU can run guests under KVM here:\n"
+	        "                          exit 0 when it can, 1 when /dev/kvm exists but it\n"
+	        "                          cannot, 2 when there is no usable /dev/kvm\n"
 	        "  -h, --help              this help\n"
 	        "  -V, --version           print the version\n",
 	        SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR);
 }
 
+/*
+ * slated --probe-kvm: the probe slated itself runs before it picks an accelerator, for scripts
+ * (.ci/setup) that must know whether to hide /dev/kvm from libvirtd. Prints one line.
+ */
+static int probe_kvm(void)
+{
+	struct stat st;
+	int usable;
+
+	log_set_max_level(LOG_WARNING);
+	usable = vm_kvm_usable(NULL);
+	printf("%s: %s\n", usable ? "usable" : "unusable", vm_kvm_reason());
+	if (usable)
+		return 0;
+	return stat("/dev/kvm", &st) == 0 && S_ISCHR(st.st_mode) ? 1 : 2;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_STATE = 256, OPT_RUNTIME, OPT_URI, OPT_LOG };
+	enum { OPT_STATE = 256, OPT_RUNTIME, OPT_URI, OPT_LOG, OPT_PROBE_KVM };
 	static const struct option longopts[] = {
 	        {"foreground", no_argument, NULL, 'f'},
 	        {"config", required_argument, NULL, 'c'},
@@ -71,6 +92,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	        {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
 	        {"libvirt-uri", required_argument, NULL, OPT_URI},
 	        {"log-level", required_argument, NULL, OPT_LOG},
+	        {"probe-kvm", no_argument, NULL, OPT_PROBE_KVM},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
@@ -101,6 +123,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			free(o->log_level);
 			o->log_level = strdup(optarg);
 			break;
+		case OPT_PROBE_KVM:
+			exit(probe_kvm());
 		case 'h':
 			usage(stdout);
 			exit(EXIT_SUCCESS);
