@@ -12,42 +12,75 @@
 #include "util/macro.h"
 #include "vm/define-time.h"
 
+#define KVM_DEV "libvirtd (pid 1) has the KVM device at /dev/kvm (10:232, mode 0660)"
+#define NULL_DEV "libvirtd (pid 1) has a stand-in at /dev/kvm (1:3, mode 0666)"
+
 static void test_verdict(void **state)
 {
 	static const struct {
-		double secs;
-		bool finished;
-		double warn_s;
-		int libvirtd_kvm;
-		bool kvm_usable;
+		struct vm_define_facts f;
 		bool warn;
 		const char *has, *lacks;
 	} cases[] = {
 	        /* Fast: the duration, nothing else. */
-	        {0.03, true, 3, 1, false, false, "took 0.03 s", "remedy"},
-	        {3.0, true, 3, 0, false, false, "took 3.00 s", "BindReadOnlyPaths"},
-	        /* Slow where libvirtd sees /dev/kvm that cannot run guests: the re-probe, and the
-	         * remedy of hiding it. */
-	        {101.5, true, 3, 1, false, true, "took 101.50 s", NULL},
-	        {101.5, true, 3, 1, false, true, "libvirtd sees /dev/kvm", NULL},
-	        {101.5, true, 3, 1, false, true, "BindReadOnlyPaths=/dev/null:/dev/kvm", NULL},
-	        {101.5, true, 3, 1, false, true, "re-probes QEMU on every lookup", NULL},
-	        {20, false, 3, 1, false, true, "did not define a throwaway domain within 20 s",
+	        {{0.03, true, 3, 0, VM_KVM_VIEW_KVM, KVM_DEV, "libvirt-qemu", false},
+	         false,
+	         "libvirt took 0.03 s to define a throwaway domain",
+	         "warn"},
+	        {{3.0, true, 3, 2, VM_KVM_VIEW_STAND_IN, NULL_DEV, "libvirt-qemu", false},
+	         false,
+	         "took 3.00 s",
+	         "re-probes"},
+	        /* Slow where QEMU's user may open a /dev/kvm that cannot run guests: the
+	         * re-probe, what libvirtd has there, and the remedy. */
+	        {{101.5, true, 3, 0, VM_KVM_VIEW_KVM, KVM_DEV, "libvirt-qemu", false},
+	         true,
+	         "took 101.50 s to define a throwaway domain (warn above 3.0 s), and every "
+	         "start waits as long: KVM cannot run guests here, but libvirt-qemu may open "
+	         "/dev/kvm as libvirtd sees it (" KVM_DEV "), so libvirt counts KVM as usable",
 	         NULL},
-	        /* Cannot tell what libvirtd sees: the likely cause, said as such. */
-	        {9, true, 3, -1, false, true, "libvirtd may see /dev/kvm", NULL},
-	        /* KVM works, or libvirtd does not see it: slow for another reason. */
-	        {9, true, 3, 1, true, true, "answers slowly", "BindReadOnlyPaths"},
-	        {9, true, 3, 0, false, true, "answers slowly", "BindReadOnlyPaths"},
+	        {{101.5, true, 3, 0, VM_KVM_VIEW_KVM, KVM_DEV, "libvirt-qemu", false},
+	         true,
+	         "re-probes QEMU (whose KVM probe can hang ~100 s); restart libvirtd where "
+	         "/dev/kvm is absent or libvirt-qemu may not open it",
+	         NULL},
+	        {{20, false, 3, 7, VM_KVM_VIEW_STAND_IN, NULL_DEV, "libvirt-qemu", false},
+	         true,
+	         "did not define a throwaway domain within 20 s (warn above 3.0 s); libvirtd "
+	         "started 7 QEMU capability probes",
+	         NULL},
+	        {{20, false, 3, 7, VM_KVM_VIEW_STAND_IN, NULL_DEV, "libvirt-qemu", false},
+	         true,
+	         "(" NULL_DEV ")",
+	         NULL},
+	        {{9, true, 3, 1, VM_KVM_VIEW_UNKNOWN, "no libvirtd pid file", NULL, false},
+	         true,
+	         "started 1 QEMU capability probe, and every start waits as long: KVM cannot "
+	         "run guests here, but root may open",
+	         NULL},
+	        /* KVM works, or QEMU's user may not open it: slow for another reason. */
+	        {{9, true, 3, 2, VM_KVM_VIEW_KVM, KVM_DEV, "libvirt-qemu", true},
+	         true,
+	         "libvirt keeps re-reading QEMU's capabilities",
+	         "KVM cannot run guests"},
+	        {{9, true, 3, 0, VM_KVM_VIEW_CLOSED, "", "libvirt-qemu", false},
+	         true,
+	         "libvirtd answers slowly",
+	         "KVM cannot run guests"},
+	        {{9, true, 3, 0, VM_KVM_VIEW_UNKNOWN, "", "libvirt-qemu", false},
+	         true,
+	         "libvirtd answers slowly",
+	         "probe"},
 	        /* The threshold is the caller's (tests lower it). */
-	        {0.03, true, 0, 1, false, true, "warn above 0.0 s", NULL},
+	        {{0.03, true, 0, 0, VM_KVM_VIEW_CLOSED, "", NULL, true},
+	         true,
+	         "took 0.03 s to define a throwaway domain (warn above 0.0 s)",
+	         NULL},
 	};
 	char detail[1024];
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-		bool w = vm_define_verdict(cases[i].secs, cases[i].finished, cases[i].warn_s,
-		                           cases[i].libvirtd_kvm, cases[i].kvm_usable, detail,
-		                           sizeof(detail));
+		bool w = vm_define_verdict(&cases[i].f, detail, sizeof(detail));
 		if (w != cases[i].warn || !strstr(detail, cases[i].has) ||
 		    (cases[i].lacks && strstr(detail, cases[i].lacks)))
 			fail_msg("case %zu: %s", i, detail);

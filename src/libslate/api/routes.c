@@ -21,6 +21,7 @@
 #include "version.h"
 #include "vm/define-time.h"
 #include "vm/kvm.h"
+#include "vm/qemu-user.h"
 
 int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply)
 {
@@ -119,26 +120,33 @@ static void check_define(struct api_stream *s, struct json_object *checks,
                          const struct daemon_ctx *d)
 {
 	const char *env = getenv("SLATE_DOCTOR_DEFINE_WARN_S");
-	double secs = 0, warn_s = VM_DEFINE_WARN_S;
-	char detail[1024], err[512] = "";
-	bool warn;
+	struct vm_define_facts f = {.warn_s = VM_DEFINE_WARN_S};
+	struct vm_qemu_user u;
+	char detail[1024], err[512] = "", view[256] = "";
+	bool warn, have_user;
 	int r;
 
 	if (env) {
 		char *end;
 		double v = strtod(env, &end);
 		if (end != env && !*end && v >= 0)
-			warn_s = v;
+			f.warn_s = v;
 	}
-	r = vm_define_time(d->libvirt_uri, VM_DEFINE_WAIT_S, &secs, err, sizeof(err));
+	r = vm_define_time(d->libvirt_uri, VM_DEFINE_WAIT_S, &f.secs, &f.probes, err, sizeof(err));
 	if (r < 0 && r != -ETIMEDOUT) {
 		(void)check_emit(s, checks, "define", "warn",
 		                 "cannot define a throwaway domain: %s", err);
 		return;
 	}
-	warn = vm_define_verdict(r == -ETIMEDOUT ? VM_DEFINE_WAIT_S : secs, r == 0, warn_s,
-	                         vm_libvirtd_sees_kvm(), vm_kvm_usable(d->libvirt_uri) > 0, detail,
-	                         sizeof(detail));
+	f.finished = r == 0;
+	if (!f.finished)
+		f.secs = VM_DEFINE_WAIT_S;
+	have_user = vm_qemu_user_load(d->libvirt_uri, NULL, &u) > 0;
+	f.qemu_user = have_user ? u.name : NULL;
+	f.view = vm_libvirtd_kvm_view(have_user ? &u : NULL, view, sizeof(view));
+	f.view_desc = view;
+	f.kvm_usable = vm_kvm_usable(d->libvirt_uri) > 0;
+	warn = vm_define_verdict(&f, detail, sizeof(detail));
 	if (warn)
 		log_warning("doctor: %s", detail);
 	(void)check_emit(s, checks, "define", warn ? "warn" : "ok", "%s", detail);

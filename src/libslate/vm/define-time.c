@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The doctor's define measurement (define-time.h says why it matters). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 
 #define KVM_MAJOR 10
 #define KVM_MINOR 232
+#define MAX_PROBES_SEEN 64
 
 /* Shared by the waiting doctor and the thread that defines: the last one to let go frees it. */
 struct define_job {
@@ -113,8 +117,9 @@ static void *define_main(void *p)
 			            "undefine %s)",
 			            j->name, vm_last_error(), j->name);
 		else if (secs >= VM_DEFINE_WAIT_S)
-			log_info("the doctor's throwaway domain %s took %.1f s to define; undefined",
-			         j->name, secs);
+			log_info(
+			        "the doctor's throwaway domain %s took %.1f s to define; undefined",
+			        j->name, secs);
 	}
 	pthread_mutex_lock(&j->lock);
 	j->r = r;
@@ -127,13 +132,60 @@ static void *define_main(void *p)
 	return NULL;
 }
 
-int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, char *err, size_t len)
+/* Whether a process is one of libvirt's QEMU capability probes ("-machine none ... -qmp"). */
+static bool is_caps_probe(const char *pid)
+{
+	char path[64], cmd[4096];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	bool none = false, qmp = false;
+
+	(void)snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, cmd, sizeof(cmd) - 1)) <= 0)
+		return false;
+	cmd[n] = '\0';
+	if (!strstr(cmd, "qemu-system"))
+		return false;
+	for (char *a = cmd; a < cmd + n; a += strlen(a) + 1) {
+		if (streq(a, "-machine") && a + strlen(a) + 1 < cmd + n)
+			none = strncmp(a + strlen(a) + 1, "none", 4) == 0;
+		if (streq(a, "-qmp"))
+			qmp = true;
+	}
+	return none && qmp;
+}
+
+/* Adds the capability probes running now to seen (each pid once). */
+static void note_probes(pid_t *seen, size_t *n_seen)
+{
+	_cleanup_(closedirp) DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		pid_t pid;
+		bool known = false;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || !is_caps_probe(de->d_name))
+			continue;
+		pid = (pid_t)atol(de->d_name);
+		for (size_t i = 0; i < *n_seen; i++)
+			known = known || seen[i] == pid;
+		if (!known && *n_seen < MAX_PROBES_SEEN)
+			seen[(*n_seen)++] = pid;
+	}
+}
+
+int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, unsigned *ret_probes, char *err,
+                   size_t len)
 {
 	struct define_job *j;
 	pthread_condattr_t ca;
 	pthread_attr_t attr;
-	struct timespec deadline;
-	unsigned char rnd[8];
+	struct timespec deadline, slice;
+	unsigned char rnd[6];
+	pid_t seen[MAX_PROBES_SEEN];
+	size_t n_seen = 0;
 	pthread_t t;
 	int r;
 
@@ -145,7 +197,6 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, char *err, s
 	if (!j)
 		return -ENOMEM;
 	(void)snprintf(j->uri, sizeof(j->uri), "%s", uri ? uri : "");
-	/* Not VM_DOMAIN_PREFIX: no workspace, and no orphan in the doctor's domains check. */
 	(void)snprintf(j->name, sizeof(j->name), VM_DEFINE_PREFIX "%ld-%02x%02x%02x%02x%02x%02x",
 	               (long)getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	(void)pthread_mutex_init(&j->lock, NULL);
@@ -166,9 +217,24 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, char *err, s
 	(void)clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += wait_s;
 	pthread_mutex_lock(&j->lock);
-	while (!j->done)
-		if (pthread_cond_timedwait(&j->cond, &j->lock, &deadline) == ETIMEDOUT)
+	/* In slices of 100 ms, looking for the QEMU probes libvirtd starts meanwhile: a probe
+	 * lasts seconds where defines are slow. */
+	while (!j->done) {
+		(void)clock_gettime(CLOCK_MONOTONIC, &slice);
+		if (slice.tv_sec > deadline.tv_sec ||
+		    (slice.tv_sec == deadline.tv_sec && slice.tv_nsec >= deadline.tv_nsec))
 			break;
+		slice.tv_nsec += 100 * 1000 * 1000;
+		if (slice.tv_nsec >= 1000 * 1000 * 1000) {
+			slice.tv_sec++;
+			slice.tv_nsec -= 1000 * 1000 * 1000;
+		}
+		if (pthread_cond_timedwait(&j->cond, &j->lock, &slice) == ETIMEDOUT) {
+			pthread_mutex_unlock(&j->lock);
+			note_probes(seen, &n_seen);
+			pthread_mutex_lock(&j->lock);
+		}
+	}
 	if (!j->done) {
 		r = -ETIMEDOUT;
 		(void)snprintf(err, len, "no answer within %u s (%s is undefined when it ends)",
@@ -181,63 +247,107 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, char *err, s
 	}
 	pthread_mutex_unlock(&j->lock);
 	job_unref(j);
+	*ret_probes = (unsigned)n_seen;
 	return r;
 }
 
-int vm_libvirtd_sees_kvm(void)
+/* libvirt asks whether QEMU's user may open /dev/kvm for reading and writing (root may). */
+static bool openable(const struct vm_qemu_user *u, const struct stat *st)
+{
+	bool member = false;
+
+	if (!u || u->uid == 0)
+		return true;
+	if (st->st_uid == u->uid)
+		return (st->st_mode & 0600) == 0600;
+	for (size_t i = 0; i < u->n_groups; i++)
+		member = member || u->groups[i] == st->st_gid;
+	if (member)
+		return (st->st_mode & 0060) == 0060;
+	return (st->st_mode & 0006) == 0006;
+}
+
+enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, size_t len)
 {
 	static const char *const pidfiles[] = {"/run/libvirtd.pid", "/run/virtqemud.pid"};
 	struct stat st;
 
-	if (stat("/dev/kvm", &st) < 0 || !S_ISCHR(st.st_mode))
-		return 0;
 	for (size_t i = 0; i < ELEMENTSOF(pidfiles); i++) {
 		_cleanup_fclose_ FILE *f = fopen(pidfiles[i], "re");
 		char path[64];
 		long pid;
+		bool kvm;
 
 		if (!f || fscanf(f, "%ld", &pid) != 1 || pid <= 0)
 			continue;
 		(void)snprintf(path, sizeof(path), "/proc/%ld/root/dev/kvm", pid);
-		if (stat(path, &st) < 0)
-			return errno == ENOENT ? 0 : -errno;
-		return S_ISCHR(st.st_mode) && major(st.st_rdev) == KVM_MAJOR &&
-		       minor(st.st_rdev) == KVM_MINOR;
+		if (stat(path, &st) < 0) {
+			if (errno != ENOENT) {
+				(void)snprintf(desc, len, "%s: %s", path, strerror(errno));
+				return VM_KVM_VIEW_UNKNOWN;
+			}
+			(void)snprintf(desc, len, "libvirtd (pid %ld) has no /dev/kvm", pid);
+			return VM_KVM_VIEW_CLOSED;
+		}
+		kvm = S_ISCHR(st.st_mode) && major(st.st_rdev) == KVM_MAJOR &&
+		      minor(st.st_rdev) == KVM_MINOR;
+		(void)snprintf(desc, len,
+		               "libvirtd (pid %ld) has %s at /dev/kvm (%u:%u, mode %04o)", pid,
+		               kvm ? "the KVM device" : "a stand-in",
+		               S_ISCHR(st.st_mode) ? major(st.st_rdev) : 0,
+		               S_ISCHR(st.st_mode) ? minor(st.st_rdev) : 0,
+		               (unsigned)(st.st_mode & 07777));
+		if (!openable(u, &st))
+			return VM_KVM_VIEW_CLOSED;
+		return kvm ? VM_KVM_VIEW_KVM : VM_KVM_VIEW_STAND_IN;
 	}
-	return -ESRCH;
+	(void)snprintf(desc, len, "no libvirtd pid file");
+	return VM_KVM_VIEW_UNKNOWN;
 }
 
-bool vm_define_verdict(double secs, bool finished, double warn_s, int libvirtd_kvm,
-                       bool kvm_usable, char *detail, size_t len)
+bool vm_define_verdict(const struct vm_define_facts *f, char *detail, size_t len)
 {
-	char took[96];
+	const char *user = f->qemu_user ? f->qemu_user : "root";
+	char took[160], probes[96] = "";
 
-	if (finished)
-		(void)snprintf(took, sizeof(took), "libvirt took %.2f s to define a throwaway domain",
-		               secs);
+	if (f->finished)
+		(void)snprintf(took, sizeof(took),
+		               "libvirt took %.2f s to define a throwaway domain", f->secs);
 	else
 		(void)snprintf(took, sizeof(took),
-		               "libvirt did not define a throwaway domain within %.0f s", secs);
-	if (finished && secs <= warn_s) {
+		               "libvirt did not define a throwaway domain within %.0f s", f->secs);
+	if (f->finished && f->secs <= f->warn_s) {
 		(void)snprintf(detail, len, "%s", took);
 		return false;
 	}
-	if (libvirtd_kvm != 0 && !kvm_usable)
+	if (f->probes)
+		(void)snprintf(probes, sizeof(probes),
+		               "; libvirtd started %u QEMU capability probe%s", f->probes,
+		               f->probes == 1 ? "" : "s");
+	if (!f->kvm_usable && (f->view == VM_KVM_VIEW_KVM || f->view == VM_KVM_VIEW_STAND_IN ||
+	                       (f->view == VM_KVM_VIEW_UNKNOWN && f->probes)))
 		(void)snprintf(
 		        detail, len,
-		        "%s (warn above %.1f s), and every start waits as long: %s /dev/kvm but KVM "
-		        "cannot run guests here, so libvirt re-probes QEMU on every lookup (its "
-		        "cached capabilities say KVM is unusable) and QEMU's KVM probe can hang "
-		        "~100 s; run libvirtd where it does not see /dev/kvm (a systemd drop-in "
-		        "with BindReadOnlyPaths=/dev/null:/dev/kvm for libvirtd.service or "
-		        "virtqemud.service, or a mount namespace with /dev/null bound over "
-		        "/dev/kvm, as .ci/setup does) and restart it",
-		        took, warn_s, libvirtd_kvm > 0 ? "libvirtd sees" : "libvirtd may see");
+		        "%s (warn above %.1f s)%s, and every start waits as long: KVM cannot run "
+		        "guests here, but %s may open /dev/kvm as libvirtd sees it (%s), so "
+		        "libvirt "
+		        "counts KVM as usable, finds its cached QEMU capabilities stale on every "
+		        "lookup and re-probes QEMU (whose KVM probe can hang ~100 s); restart "
+		        "libvirtd where /dev/kvm is absent or %s may not open it: a systemd "
+		        "drop-in "
+		        "(BindReadOnlyPaths=) or a mount namespace (as .ci/setup makes) that puts "
+		        "a "
+		        "root-only file over /dev/kvm (/dev/null is open to everyone)",
+		        took, f->warn_s, probes, user, f->view_desc, user);
+	else if (f->probes)
+		(void)snprintf(detail, len,
+		               "%s (warn above %.1f s)%s, and every start waits as long: libvirt "
+		               "keeps re-reading QEMU's capabilities (see libvirtd's log)",
+		               took, f->warn_s, probes);
 	else
 		(void)snprintf(detail, len,
 		               "%s (warn above %.1f s), and every start waits as long: libvirtd "
-		               "answers slowly (a loaded host, or it is probing QEMU: see its log, "
-		               "e.g. journalctl -u libvirtd)",
-		               took, warn_s);
+		               "answers slowly (a loaded host? see libvirtd's log)",
+		               took, f->warn_s);
 	return true;
 }
