@@ -84,8 +84,7 @@ static void test_reach(void **state)
 	assert_int_equal(vm_qemu_user_reach(&nobody, b, msg, sizeof(msg)), 0);
 	assert_int_equal(vm_qemu_user_reach(&nobody, link, msg, sizeof(msg)), 0);
 	assert_int_equal(vm_qemu_user_reach(&nobody, "/", msg, sizeof(msg)), 0);
-	assert_true(vm_qemu_user_reach(&nobody, "/nonexistent-slate", msg, sizeof(msg)) ==
-	            -ENOENT);
+	assert_true(vm_qemu_user_reach(&nobody, "/nonexistent-slate", msg, sizeof(msg)) == -ENOENT);
 
 	if (geteuid() == 0) {
 		/* The owner gets the owner bits only, a member the group bits only (as the

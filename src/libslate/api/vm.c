@@ -317,6 +317,23 @@ static void start_progress(const char *step, const char *detail, void *userdata)
 	s->progress(step, detail, s->userdata);
 }
 
+/*
+ * QEMU's "Permission denied" names a file, not who was denied: the directories were checked
+ * before the define, so what is left is the file itself, an ACL or a security module.
+ */
+static void explain_denied(const struct daemon_ctx *d, char *err, size_t len)
+{
+	struct vm_qemu_user u;
+	size_t l = strlen(err);
+
+	if (!strstr(err, "Permission denied") || vm_qemu_user_load(d->libvirt_uri, NULL, &u) <= 0)
+		return;
+	(void)snprintf(err + l, len - l,
+	               " (QEMU runs as user %s, uid %u, gid %u: that user must be able to open "
+	               "the file and search every directory above it)",
+	               u.name, (unsigned)u.uid, (unsigned)u.gid);
+}
+
 static int do_start(struct vm_op *op, struct start_io *s, struct json_object **ret)
 {
 	struct daemon_ctx *d = op->d;
@@ -523,6 +540,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 	if (r < 0) {
 		if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED)
 			ro_unbind_all(d, name);
+		explain_denied(d, errbuf, sizeof(errbuf));
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
 		return start_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
 		                  "start %s: %s", name, errbuf);

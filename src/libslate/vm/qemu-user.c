@@ -58,9 +58,10 @@ int vm_qemu_user_load(const char *uri, const char *conf_path, struct vm_qemu_use
 {
 	_cleanup_fclose_ FILE *f = NULL;
 	char user[64] = VM_QEMU_USER_DEFAULT, group[64] = VM_QEMU_GROUP_DEFAULT, line[1024];
+	char pwbuf[4096], grbuf[4096];
 	struct vm_qemu_user u = {0};
-	struct passwd *pw = NULL;
-	struct group *gr = NULL;
+	struct passwd pwd, *pw = NULL;
+	struct group grp, *gr = NULL;
 	unsigned long id;
 	int n, r;
 
@@ -74,19 +75,20 @@ int vm_qemu_user_load(const char *uri, const char *conf_path, struct vm_qemu_use
 		    (r = conf_value(line, "group", group, sizeof(group))) < 0)
 			return r;
 	}
+	/* The _r lookups: slated asks from several worker threads at once. */
 	if (user[0] != '+')
-		pw = getpwnam(user);
+		(void)getpwnam_r(user, &pwd, pwbuf, sizeof(pwbuf), &pw);
 	if (pw) {
 		u.uid = pw->pw_uid;
 		(void)snprintf(u.name, sizeof(u.name), "%s", pw->pw_name);
 	} else if (parse_id(user, &id) == 0) {
 		u.uid = (uid_t)id;
-		pw = getpwuid(u.uid);
+		(void)getpwuid_r(u.uid, &pwd, pwbuf, sizeof(pwbuf), &pw);
 		(void)snprintf(u.name, sizeof(u.name), "%s", pw ? pw->pw_name : user);
 	} else
 		return -ENOENT;
 	if (group[0] != '+')
-		gr = getgrnam(group);
+		(void)getgrnam_r(group, &grp, grbuf, sizeof(grbuf), &gr);
 	if (gr)
 		u.gid = gr->gr_gid;
 	else if (parse_id(group, &id) == 0)
@@ -130,10 +132,12 @@ static bool searchable(const struct vm_qemu_user *u, const struct stat *st, cons
 
 static void owner_names(const struct stat *st, char *buf, size_t len)
 {
-	struct passwd *pw = getpwuid(st->st_uid);
-	struct group *gr = getgrgid(st->st_gid);
-	char us[32], gs[32];
+	char pwbuf[4096], grbuf[4096], us[32], gs[32];
+	struct passwd pwd, *pw = NULL;
+	struct group grp, *gr = NULL;
 
+	(void)getpwuid_r(st->st_uid, &pwd, pwbuf, sizeof(pwbuf), &pw);
+	(void)getgrgid_r(st->st_gid, &grp, grbuf, sizeof(grbuf), &gr);
 	(void)snprintf(us, sizeof(us), "%u", (unsigned)st->st_uid);
 	(void)snprintf(gs, sizeof(gs), "%u", (unsigned)st->st_gid);
 	(void)snprintf(buf, len, "%s:%s", pw ? pw->pw_name : us, gr ? gr->gr_name : gs);
