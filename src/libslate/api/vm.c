@@ -467,8 +467,10 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
 		       slate_strerror(r));
 	/* Above the state directory slated changes nothing: say what blocks QEMU there, before
-	 * QEMU says only "Permission denied". */
-	r = vm_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
+	 * QEMU says only "Permission denied". A QEMU that runs already has its files open. */
+	r = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED
+	            ? 0
+	            : vm_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
 	if (r > 0) {
 		boot_paths_free(&p);
 		log_ws(LOG_WARNING, name, "start %s: %s", name, errbuf);
