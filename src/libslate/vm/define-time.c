@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -251,23 +250,7 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, unsigned *re
 	return r;
 }
 
-/* libvirt asks whether QEMU's user may open /dev/kvm for reading and writing (root may). */
-static bool openable(const struct vm_qemu_user *u, const struct stat *st)
-{
-	bool member = false;
-
-	if (!u || u->uid == 0)
-		return true;
-	if (st->st_uid == u->uid)
-		return (st->st_mode & 0600) == 0600;
-	for (size_t i = 0; i < u->n_groups; i++)
-		member = member || u->groups[i] == st->st_gid;
-	if (member)
-		return (st->st_mode & 0060) == 0060;
-	return (st->st_mode & 0006) == 0006;
-}
-
-enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, size_t len)
+enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len)
 {
 	static const char *const pidfiles[] = {"/run/libvirtd.pid", "/run/virtqemud.pid"};
 	struct stat st;
@@ -287,19 +270,15 @@ enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, 
 				return VM_KVM_VIEW_UNKNOWN;
 			}
 			(void)snprintf(desc, len, "libvirtd (pid %ld) has no /dev/kvm", pid);
-			return VM_KVM_VIEW_CLOSED;
+			return VM_KVM_VIEW_HIDDEN;
 		}
 		kvm = S_ISCHR(st.st_mode) && major(st.st_rdev) == KVM_MAJOR &&
 		      minor(st.st_rdev) == KVM_MINOR;
-		(void)snprintf(desc, len,
-		               "libvirtd (pid %ld) has %s at /dev/kvm (%u:%u, mode %04o)", pid,
+		(void)snprintf(desc, len, "libvirtd (pid %ld) has %s at /dev/kvm (%u:%u)", pid,
 		               kvm ? "the KVM device" : "a stand-in",
 		               S_ISCHR(st.st_mode) ? major(st.st_rdev) : 0,
-		               S_ISCHR(st.st_mode) ? minor(st.st_rdev) : 0,
-		               (unsigned)(st.st_mode & 07777));
-		if (!openable(u, &st))
-			return VM_KVM_VIEW_CLOSED;
-		return kvm ? VM_KVM_VIEW_KVM : VM_KVM_VIEW_STAND_IN;
+		               S_ISCHR(st.st_mode) ? minor(st.st_rdev) : 0);
+		return kvm ? VM_KVM_VIEW_KVM : VM_KVM_VIEW_HIDDEN;
 	}
 	(void)snprintf(desc, len, "no libvirtd pid file");
 	return VM_KVM_VIEW_UNKNOWN;
@@ -307,12 +286,11 @@ enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, 
 
 bool vm_define_verdict(const struct vm_define_facts *f, char *detail, size_t len)
 {
-	const char *user = f->qemu_user ? f->qemu_user : "root";
 	char took[160], probes[96] = "";
 
 	if (f->finished)
 		(void)snprintf(took, sizeof(took),
-		               "libvirt took %.2f s to define a throwaway domain", f->secs);
+		               "libvirt took %.3f s to define a throwaway domain", f->secs);
 	else
 		(void)snprintf(took, sizeof(took),
 		               "libvirt did not define a throwaway domain within %.0f s", f->secs);
@@ -324,26 +302,26 @@ bool vm_define_verdict(const struct vm_define_facts *f, char *detail, size_t len
 		(void)snprintf(probes, sizeof(probes),
 		               "; libvirtd started %u QEMU capability probe%s", f->probes,
 		               f->probes == 1 ? "" : "s");
-	if (!f->kvm_usable && (f->view == VM_KVM_VIEW_KVM || f->view == VM_KVM_VIEW_STAND_IN ||
-	                       (f->view == VM_KVM_VIEW_UNKNOWN && f->probes)))
+	if (!f->kvm_usable && f->view != VM_KVM_VIEW_HIDDEN)
 		(void)snprintf(
 		        detail, len,
 		        "%s (warn above %.1f s)%s, and every start waits as long: KVM cannot run "
-		        "guests here, but %s may open /dev/kvm as libvirtd sees it (%s), so "
-		        "libvirt "
-		        "counts KVM as usable, finds its cached QEMU capabilities stale on every "
-		        "lookup and re-probes QEMU (whose KVM probe can hang ~100 s); restart "
-		        "libvirtd where /dev/kvm is absent or %s may not open it: a systemd "
-		        "drop-in "
-		        "(BindReadOnlyPaths=) or a mount namespace (as .ci/setup makes) that puts "
-		        "a "
-		        "root-only file over /dev/kvm (/dev/null is open to everyone)",
-		        took, f->warn_s, probes, user, f->view_desc, user);
+		        "guests here but %s, so libvirt finds its cached QEMU capabilities stale "
+		        "on "
+		        "every lookup and re-probes QEMU (whose KVM probe can hang ~100 s); "
+		        "restart "
+		        "libvirtd where it does not see /dev/kvm: a systemd drop-in with "
+		        "BindReadOnlyPaths=/dev/null:/dev/kvm for libvirtd.service (or "
+		        "virtqemud.service), or a mount namespace with /dev/null bound over "
+		        "/dev/kvm, "
+		        "as .ci/setup makes when 'slated --probe-kvm' says KVM is unusable",
+		        took, f->warn_s, probes,
+		        f->view == VM_KVM_VIEW_KVM ? f->view_desc : "libvirtd may see /dev/kvm");
 	else if (f->probes)
 		(void)snprintf(detail, len,
 		               "%s (warn above %.1f s)%s, and every start waits as long: libvirt "
-		               "keeps re-reading QEMU's capabilities (see libvirtd's log)",
-		               took, f->warn_s, probes);
+		               "is re-reading QEMU's capabilities (%s; see libvirtd's log)",
+		               took, f->warn_s, probes, f->view_desc);
 	else
 		(void)snprintf(detail, len,
 		               "%s (warn above %.1f s), and every start waits as long: libvirtd "
