@@ -51,7 +51,7 @@ static int on_event(struct json_object *ev, void *ud)
 {
 	struct bar *b = ud;
 	const char *phase = "", *artifact = NULL;
-	int64_t done = 0, total = 0, attempt = 0;
+	int64_t done = 0, total = 0, attempt = 0, waiting = -1;
 	bool resumed = false;
 	char label[64], a[32], t[32], r[32];
 	double secs, rate;
@@ -64,8 +64,17 @@ static int on_event(struct json_object *ev, void *ud)
 	(void)json_get_int64(ev, "total", &total);
 	(void)json_get_int64(ev, "attempt", &attempt);
 	(void)json_get_bool(ev, "resumed", &resumed);
+	(void)json_get_int64(ev, "waiting_s", &waiting);
 	if (!*phase)
 		return 0;
+	/* A keep-alive repeats the last event: a line for a long postinstall step, else the bar. */
+	if (waiting >= 0 && streq(phase, "postinstall-output"))
+		return 0;
+	if (waiting >= 0 && streq(phase, "postinstall")) {
+		fprintf(stderr, "postinstall step %lld of %lld: still running (%lld s)\n",
+		        (long long)done + 1, (long long)total, (long long)waiting);
+		return 0;
+	}
 	/* Postinstall: a line per step, and the output of one that failed. */
 	if (streq(phase, "postinstall") || streq(phase, "postinstall-output")) {
 		const char *detail = "";

@@ -35,9 +35,10 @@ static void print_check(struct json_object *c)
 static int on_progress(struct json_object *ev, void *userdata)
 {
 	const struct slate_ctx *ctx = userdata;
+	int64_t waiting;
 
-	/* With --json only the final document goes to stdout. */
-	if (!ctx->json)
+	/* With --json only the final document goes to stdout; a keep-alive repeats a check. */
+	if (!ctx->json && json_get_int64(ev, "waiting_s", &waiting) < 0)
 		print_check(ev);
 	return 0;
 }

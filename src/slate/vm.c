@@ -39,12 +39,19 @@ static int on_progress(struct json_object *ev, void *userdata)
 {
 	struct progress_ctx *p = userdata;
 	const char *step = "?", *detail = "";
+	int64_t waiting = -1;
 
 	if (p->ctx->json)
 		return 0;
 	(void)json_get_string(ev, "step", &step);
 	(void)json_get_string(ev, "detail", &detail);
-	fprintf(stderr, "[%5.1fs] %s%s%s\n", elapsed(p), step, *detail ? ": " : "", detail);
+	/* slated repeats the last step with waiting_s while it waits (on libvirt, the guest). */
+	(void)json_get_int64(ev, "waiting_s", &waiting);
+	if (waiting >= 0)
+		fprintf(stderr, "[%5.1fs] %s%s%s (still waiting, %lld s)\n", elapsed(p), step,
+		        *detail ? ": " : "", detail, (long long)waiting);
+	else
+		fprintf(stderr, "[%5.1fs] %s%s%s\n", elapsed(p), step, *detail ? ": " : "", detail);
 	return 0;
 }
 

@@ -294,6 +294,25 @@ static int no_core_dumps(void)
 	return 0;
 }
 
+/* SLATED_IDLE_TIMEOUT_S: how long a connection may stay silent (slated(8); tests shorten it). */
+static unsigned idle_timeout_from_env(void)
+{
+	const char *v = getenv("SLATED_IDLE_TIMEOUT_S");
+	char *end;
+	long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < 1 || n > 3600) {
+		log_warning("SLATED_IDLE_TIMEOUT_S=%s: whole seconds, 1 to 3600; using the default",
+		            v);
+		return 0;
+	}
+	return (unsigned)n;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -429,6 +448,7 @@ int main(int argc, char **argv)
 	(void)vm_daemon_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
+	                                 .idle_timeout_s = idle_timeout_from_env(),
 	                                 .listen_fd = listen_fd,
 	                                 .socket_mode = 0660,
 	                                 .socket_gid = gr ? gr->gr_gid : (gid_t)-1,

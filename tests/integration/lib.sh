@@ -65,7 +65,10 @@ ensure_libvirt() {
     [ "$SLATE_TEST_URI" = qemu:///system ] || skip "libvirt at $SLATE_TEST_URI does not answer"
     command -v libvirtd >/dev/null || skip "libvirtd not installed (apt-get install libvirt-daemon-system)"
     log "libvirtd does not answer; starting it"
-    if [ -d /run/systemd/system ]; then
+    # .ci/libvirtd hides /dev/kvm from libvirtd where KVM cannot run guests (issue 18).
+    if [ -f "$top_srcdir/.ci/libvirtd" ]; then
+        SLATED=$top_builddir/slated bash "$top_srcdir/.ci/libvirtd" >&2 || skip "could not start libvirtd"
+    elif [ -d /run/systemd/system ]; then
         systemctl start virtlogd.socket libvirtd.socket libvirtd.service >/dev/null 2>&1 ||
             skip "systemctl could not start libvirtd"
     else

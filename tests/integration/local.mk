@@ -19,3 +19,8 @@ integration_tests += tests/integration/sigv4-guest.sh
 
 # Installer domains a crashed slated left running: swept at start, only this state directory's.
 integration_tests += tests/integration/installer-sweep.sh
+
+# A slow libvirt (a proxy that holds domain definitions back): start streams keep-alives and
+# succeeds, and a client that goes away mid-start leaves no half-started domain (issue 18).
+integration_tests += tests/integration/slow-libvirt.sh
+EXTRA_DIST += tests/integration/slow-libvirt.py

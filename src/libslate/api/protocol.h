@@ -39,6 +39,13 @@
 #define API_EVENT_PROGRESS "progress"
 #define API_EVENT_RESULT "result"
 #define API_EVENT_ERROR "error"
+/*
+ * While a streamed operation waits (on libvirt, QEMU, the guest, the network), the server repeats
+ * its last progress event at least this often with "waiting_s" added: the seconds since that
+ * event. A client shows it as "still waiting"; one that sees nothing for much longer than this
+ * is talking to a stalled connection.
+ */
+#define API_STREAM_KEEPALIVE_S 4
 
 /*
  * Splits a request path "/v<N>/rest" into the version and the rest ("/rest", never empty).

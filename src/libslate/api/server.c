@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/protocol.h"
@@ -59,8 +61,23 @@ struct api_stream {
 	void (*arg_free)(void *);
 };
 
+/*
+ * The connection's side of a stream. It passes the worker's lines on and, while the worker is
+ * quiet (waiting on libvirt, QEMU or the guest), sends a keep-alive every
+ * API_STREAM_KEEPALIVE_S: the last progress event again with "waiting_s" added, so that no idle
+ * timeout (ours, a proxy's, the client's) cuts a live operation, a client sees what is still
+ * under way, and a client that went away is noticed while the operation runs.
+ */
+#define KEEPALIVE_LINE_MAX 1024u
 struct stream_reader {
 	int rfd;
+	bool mid_line;                     /* the last byte passed on was not a newline */
+	char line[KEEPALIVE_LINE_MAX];     /* the line being passed on, while it fits */
+	size_t line_len;                   /* SIZE_MAX: it did not fit */
+	char progress[KEEPALIVE_LINE_MAX]; /* the last progress event, without its newline */
+	size_t progress_len;
+	double progress_at; /* when it (or the stream's start) was passed on */
+	double sent_at;     /* when anything was last passed on */
 };
 
 _printf_(2, 0) static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -275,6 +292,16 @@ const struct api_caller *api_stream_caller(const struct api_stream *s)
 	return &s->caller;
 }
 
+bool api_stream_gone(struct api_stream *s)
+{
+	struct pollfd p = {.fd = s->wfd};
+
+	/* The read end closes when the connection does: the pipe's write end then reports it. */
+	if (!s->gone && poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)))
+		s->gone = true;
+	return s->gone;
+}
+
 static void *stream_worker(void *p)
 {
 	struct api_stream *s = p;
@@ -301,12 +328,86 @@ static void *stream_worker(void *p)
 	return NULL;
 }
 
+static double monotonic_s(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Notes the lines in what is passed on, keeping the last progress event that fits. */
+static void stream_track(struct stream_reader *rd, const char *p, size_t n, double now)
+{
+	static const char prefix[] = "{\"type\":\"" API_EVENT_PROGRESS "\"";
+
+	rd->sent_at = now;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n') {
+			if (rd->line_len < sizeof(rd->line))
+				rd->line[rd->line_len++] = p[i];
+			else
+				rd->line_len = SIZE_MAX;
+			continue;
+		}
+		if (rd->line_len != SIZE_MAX && rd->line_len >= sizeof(prefix) - 1 &&
+		    memcmp(rd->line, prefix, sizeof(prefix) - 1) == 0) {
+			memcpy(rd->progress, rd->line, rd->line_len);
+			rd->progress_len = rd->line_len;
+			rd->progress_at = now;
+		}
+		rd->line_len = 0;
+	}
+	if (n > 0)
+		rd->mid_line = p[n - 1] != '\n';
+}
+
+/* The keep-alive line: the last progress event with "waiting_s", or just that. */
+static ssize_t stream_keepalive(struct stream_reader *rd, char *out, size_t max, double now)
+{
+	_cleanup_json_ struct json_object *ev = NULL;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+
+	if (rd->progress_len == 0 ||
+	    json_parse_object(rd->progress, rd->progress_len, KEEPALIVE_LINE_MAX, &ev) < 0) {
+		json_object_put(ev);
+		ev = api_event_new(API_EVENT_PROGRESS, NULL);
+	}
+	if (!ev || json_add_int64(ev, "waiting_s", (int64_t)(now - rd->progress_at)) < 0 ||
+	    json_to_string_dup(ev, true, &text) < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	len = strlen(text);
+	if (len > max)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	memcpy(out, text, len);
+	rd->sent_at = now;
+	return (ssize_t)len;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 {
 	struct stream_reader *rd = cls;
+	struct pollfd pfd = {.fd = rd->rfd, .events = POLLIN};
+	double now, wait;
 	ssize_t n;
+	int k;
 
 	/* Thread per connection: blocking here only holds this connection's own thread. */
+	for (;;) {
+		now = monotonic_s();
+		wait = rd->sent_at + API_STREAM_KEEPALIVE_S - now;
+		k = poll(&pfd, 1, wait > 0 ? (int)(wait * 1000) + 1 : 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (k > 0)
+			break;
+		/* Quiet for a while; a keep-alive goes only between two lines. */
+		if (!rd->mid_line && monotonic_s() >= rd->sent_at + API_STREAM_KEEPALIVE_S)
+			return stream_keepalive(rd, out, max, monotonic_s());
+	}
 	do
 		n = read(rd->rfd, out, max);
 	while (n < 0 && errno == EINTR);
@@ -314,6 +415,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (n < 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
+	stream_track(rd, out, (size_t)n, monotonic_s());
 	return n;
 }
 
@@ -377,6 +479,7 @@ static enum MHD_Result queue_stream(struct api_server *server, struct MHD_Connec
 		goto fail;
 	}
 	rd->rfd = p[0];
+	rd->progress_at = rd->sent_at = monotonic_s();
 	*s = (struct api_stream){.server = server,
 	                         .caller = *caller,
 	                         .wfd = p[1],

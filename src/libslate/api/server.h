@@ -102,3 +102,5 @@ int api_stream_progress(struct api_stream *s, struct json_object *data);
 int api_stream_result(struct api_stream *s, struct json_object *data);
 int api_stream_error(struct api_stream *s, const char *code, const char *message);
 const struct api_caller *api_stream_caller(const struct api_stream *s);
+/* Whether the client has gone away (a send failed); a keep-alive notices within seconds. */
+bool api_stream_gone(struct api_stream *s);

@@ -215,9 +215,15 @@ static void cp_resume(void *userdata)
 
 	if (!p->paused)
 		return;
-	if (virDomainResume(p->dom) < 0)
-		log_warning("cannot resume %s after its checkpoint: %s", virDomainGetName(p->dom),
-		            vm_last_error());
+	/* A guest left paused is a half-started workspace: try again before giving up. */
+	for (int i = 0; virDomainResume(p->dom) < 0; i++) {
+		if (i == 2) {
+			log_warning("cannot resume %s after its checkpoint: %s",
+			            virDomainGetName(p->dom), vm_last_error());
+			break;
+		}
+		(void)usleep(500 * 1000);
+	}
 	p->paused_ms = (now_s() - p->paused_at) * 1000;
 	p->paused = false;
 }
@@ -297,6 +303,7 @@ struct start_io {
 	void *userdata;
 	char *code, *msg;
 	size_t code_len, msg_len;
+	bool booted; /* this start defined and booted the domain */
 };
 
 _printf_(3, 4) static int start_fail(struct start_io *s, const char *code, const char *fmt, ...)
@@ -332,6 +339,37 @@ static void explain_denied(const struct daemon_ctx *d, char *err, size_t len)
 	               " (QEMU runs as user %s, uid %u, gid %u: that user must be able to open "
 	               "the file and search every directory above it)",
 	               u.name, (unsigned)u.uid, (unsigned)u.gid);
+}
+
+/*
+ * Powers off and forgets what a failed start left of the workspace's domain (running, or paused
+ * half-way through libvirt's start), over a connection of its own: the start's may be the thing
+ * that broke. The caller holds the workspace lock.
+ */
+static void start_undo(struct daemon_ctx *d, const char *name, const char *why)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	struct vm_stop_result sr;
+	enum vm_state state;
+	char err[1024] = "";
+	int r;
+
+	if (vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, name, &state) < 0) {
+		log_ws(LOG_WARNING, name, "cannot ask libvirt what the failed start of %s left: %s",
+		       name, vm_last_error());
+		return;
+	}
+	if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
+		log_ws(LOG_NOTICE, name, "start %s failed (%s): powering off the %s domain it left",
+		       name, why, state == VM_STATE_PAUSED ? "paused" : "running");
+		if (d->channels)
+			channels_detach(d->channels, name);
+		r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr,
+		            err, sizeof(err));
+		if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
+			log_ws(LOG_WARNING, name, "cannot power %s off: %s", name, err);
+	}
+	(void)vm_domain_forget(d->libvirt_uri, name, false);
 }
 
 static int do_start(struct vm_op *op, struct start_io *s, struct json_object **ret)
@@ -540,13 +578,17 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 	channel_sock = TAKE_PTR(p.sock);
 	boot_paths_free(&p);
 	if (r < 0) {
-		if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED)
+		/* A failed boot (a libvirt connection lost mid-start, say) leaves nothing behind. */
+		if ((state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) && r != -EEXIST) {
+			start_undo(d, name, errbuf);
 			ro_unbind_all(d, name);
+		}
 		explain_denied(d, errbuf, sizeof(errbuf));
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
 		return start_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
 		                  "start %s: %s", name, errbuf);
 	}
+	s->booted = !br.already_running && !br.resumed;
 	w->last_used = time(NULL);
 	r = workspace_save(d->workspaces, w);
 	if (r < 0)
@@ -620,6 +662,45 @@ static void stream_progress(const char *step, const char *detail, void *userdata
 	progress(step, detail, userdata);
 }
 
+/*
+ * After a start whose client went away: nobody reads the error or acts on it, so the start must
+ * not leave a half state. One that failed after it booted the domain is undone (powered off and
+ * forgotten, as if never started); one that succeeded must leave the guest running, not paused
+ * (a checkpoint's resume that failed is tried again). A start that failed before it booted left
+ * nothing to undo.
+ */
+static void start_settle_orphan(struct vm_op *op, const struct start_io *io, int start_r)
+{
+	struct daemon_ctx *d = op->d;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	enum vm_state state;
+
+	if (start_r < 0 && !io->booted)
+		return;
+	if (workspace_lock(d->workspaces, op->name, &lock_fd) < 0 ||
+	    vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, op->name, &state) < 0)
+		return;
+	if (start_r < 0) {
+		log_ws(LOG_NOTICE, op->name, "start %s failed after its client went away",
+		       op->name);
+		start_undo(d, op->name, io->msg);
+		ro_unbind_all(d, op->name);
+		return;
+	}
+	/* Paused by the leak detector is paused on purpose. */
+	if (state != VM_STATE_PAUSED || workspace_load(d->workspaces, op->name, &w) < 0 ||
+	    w->compromised)
+		return;
+	if (vm_domain_lookup(conn, op->name, &dom) < 0 || virDomainResume(dom) < 0)
+		log_ws(LOG_WARNING, op->name, "%s is paused after its start and cannot resume: %s",
+		       op->name, vm_last_error());
+	else
+		log_ws(LOG_NOTICE, op->name, "resumed %s, found paused after its start", op->name);
+}
+
 static int start_stream(struct api_stream *s, void *arg)
 {
 	struct json_object *res = NULL;
@@ -632,6 +713,8 @@ static int start_stream(struct api_stream *s, void *arg)
 	                      .msg_len = sizeof(msg)};
 	int r = do_start(arg, &io, &res);
 
+	if (api_stream_gone(s))
+		start_settle_orphan(arg, &io, r);
 	if (r < 0 && msg[0])
 		return api_stream_error(s, code[0] ? code : API_ERR_FAILED, msg), -EIO;
 	if (r < 0)

@@ -83,9 +83,21 @@ static int run_probe(const char *qemu, int img_fd, int *ret_status)
 	return 0;
 }
 
+/* qemu:///system or qemu:///session, also over an explicit unix socket (qemu+unix:///system?socket=
+ * names another path to the same host's libvirtd). */
 static bool uri_is_local_qemu(const char *uri)
 {
-	return !uri || streq(uri, "qemu:///system") || streq(uri, "qemu:///session");
+	static const char *const local[] = {"qemu:///system", "qemu:///session",
+	                                    "qemu+unix:///system", "qemu+unix:///session"};
+
+	if (!uri)
+		return true;
+	for (size_t i = 0; i < ELEMENTSOF(local); i++) {
+		size_t n = strlen(local[i]);
+		if (strncmp(uri, local[i], n) == 0 && (uri[n] == '\0' || uri[n] == '?'))
+			return true;
+	}
+	return false;
 }
 
 static int probe(const char *uri)

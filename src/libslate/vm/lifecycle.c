@@ -290,7 +290,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 	}
 
 	snprintf(res.disk_io, sizeof(res.disk_io), "%s", c->disk_io);
-	step(progress, userdata, "defining", c->domain_name);
+	step(progress, userdata, "defining", "libvirt defines the domain");
 	r = define(conn, template_text, &cc, &dom, errbuf, errlen);
 	if (r < 0)
 		return r;
