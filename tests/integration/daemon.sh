@@ -145,7 +145,7 @@ grep -qF -- "${want#^}" "$work/doctor" || fail "doctor kvm (probe: $kvm_line): $
 grep -Eq '^warn  define     libvirt (took [0-9]+\.[0-9]+ s to define|did not define) a throwaway domain.* \(warn above 0\.0 s\), and every start waits as long: ' "$work/doctor" ||
     fail "doctor define: $(cat "$work/doctor")"
 if [ "$kvm_rc" = 1 ]; then
-    grep -q '^warn  define .*, and every start waits as long: \(KVM cannot run guests here but\|libvirt is re-reading\|libvirtd answers slowly\)' "$work/doctor" ||
+    grep -q '^warn  define .*, and every start waits as long: \(KVM cannot run guests here, but\|libvirt is re-reading\|libvirtd answers slowly\)' "$work/doctor" ||
         fail "doctor define names no cause: $(cat "$work/doctor")"
 fi
 # The throwaway domains go (this slated's: others may be measuring right now), at once or, when

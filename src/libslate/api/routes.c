@@ -21,6 +21,7 @@
 #include "version.h"
 #include "vm/define-time.h"
 #include "vm/kvm.h"
+#include "vm/qemu-user.h"
 
 int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply)
 {
@@ -120,8 +121,9 @@ static void check_define(struct api_stream *s, struct json_object *checks,
 {
 	const char *env = getenv("SLATE_DOCTOR_DEFINE_WARN_S");
 	struct vm_define_facts f = {.warn_s = VM_DEFINE_WARN_S};
+	struct vm_qemu_user u;
 	char detail[1024], err[512] = "", view[256] = "";
-	bool warn;
+	bool warn, have_user;
 	int r;
 
 	if (env) {
@@ -139,7 +141,9 @@ static void check_define(struct api_stream *s, struct json_object *checks,
 	f.finished = r == 0;
 	if (!f.finished)
 		f.secs = VM_DEFINE_WAIT_S;
-	f.view = vm_libvirtd_kvm_view(view, sizeof(view));
+	have_user = vm_qemu_user_load(d->libvirt_uri, NULL, &u) > 0;
+	f.qemu_user = have_user ? u.name : NULL;
+	f.view = vm_libvirtd_kvm_view(have_user ? &u : NULL, view, sizeof(view));
 	f.view_desc = view;
 	f.kvm_usable = vm_kvm_usable(d->libvirt_uri) > 0;
 	warn = vm_define_verdict(&f, detail, sizeof(detail));

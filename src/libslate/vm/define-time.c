@@ -250,7 +250,23 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, unsigned *re
 	return r;
 }
 
-enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len)
+/* libvirt asks whether QEMU's user may open /dev/kvm for reading and writing (root may). */
+static bool openable(const struct vm_qemu_user *u, const struct stat *st)
+{
+	bool member = false;
+
+	if (!u || u->uid == 0)
+		return true;
+	if (st->st_uid == u->uid)
+		return (st->st_mode & 0600) == 0600;
+	for (size_t i = 0; i < u->n_groups; i++)
+		member = member || u->groups[i] == st->st_gid;
+	if (member)
+		return (st->st_mode & 0060) == 0060;
+	return (st->st_mode & 0006) == 0006;
+}
+
+enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, size_t len)
 {
 	static const char *const pidfiles[] = {"/run/libvirtd.pid", "/run/virtqemud.pid"};
 	struct stat st;
@@ -259,7 +275,7 @@ enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len)
 		_cleanup_fclose_ FILE *f = fopen(pidfiles[i], "re");
 		char path[64];
 		long pid;
-		bool kvm;
+		bool kvm, open_ok;
 
 		if (!f || fscanf(f, "%ld", &pid) != 1 || pid <= 0)
 			continue;
@@ -274,11 +290,18 @@ enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len)
 		}
 		kvm = S_ISCHR(st.st_mode) && major(st.st_rdev) == KVM_MAJOR &&
 		      minor(st.st_rdev) == KVM_MINOR;
-		(void)snprintf(desc, len, "libvirtd (pid %ld) has %s at /dev/kvm (%u:%u)", pid,
-		               kvm ? "the KVM device" : "a stand-in",
+		open_ok = openable(u, &st);
+		(void)snprintf(desc, len,
+		               "libvirtd (pid %ld) has %s at /dev/kvm (%u:%u, mode %04o), which %s "
+		               "may %s",
+		               pid, kvm ? "the KVM device" : "a stand-in",
 		               S_ISCHR(st.st_mode) ? major(st.st_rdev) : 0,
-		               S_ISCHR(st.st_mode) ? minor(st.st_rdev) : 0);
-		return kvm ? VM_KVM_VIEW_KVM : VM_KVM_VIEW_HIDDEN;
+		               S_ISCHR(st.st_mode) ? minor(st.st_rdev) : 0,
+		               (unsigned)(st.st_mode & 07777), u ? u->name : "root",
+		               open_ok ? "open" : "not open");
+		if (!open_ok)
+			return VM_KVM_VIEW_HIDDEN;
+		return kvm ? VM_KVM_VIEW_KVM : VM_KVM_VIEW_STAND_IN;
 	}
 	(void)snprintf(desc, len, "no libvirtd pid file");
 	return VM_KVM_VIEW_UNKNOWN;
@@ -286,6 +309,7 @@ enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len)
 
 bool vm_define_verdict(const struct vm_define_facts *f, char *detail, size_t len)
 {
+	const char *user = f->qemu_user ? f->qemu_user : "root";
 	char took[160], probes[96] = "";
 
 	if (f->finished)
@@ -302,21 +326,25 @@ bool vm_define_verdict(const struct vm_define_facts *f, char *detail, size_t len
 		(void)snprintf(probes, sizeof(probes),
 		               "; libvirtd started %u QEMU capability probe%s", f->probes,
 		               f->probes == 1 ? "" : "s");
-	if (!f->kvm_usable && f->view != VM_KVM_VIEW_HIDDEN)
+	if (!f->kvm_usable && (f->view == VM_KVM_VIEW_KVM || f->view == VM_KVM_VIEW_STAND_IN ||
+	                       (f->view == VM_KVM_VIEW_UNKNOWN && f->probes)))
 		(void)snprintf(
 		        detail, len,
 		        "%s (warn above %.1f s)%s, and every start waits as long: KVM cannot run "
-		        "guests here but %s, so libvirt finds its cached QEMU capabilities stale "
-		        "on "
-		        "every lookup and re-probes QEMU (whose KVM probe can hang ~100 s); "
-		        "restart "
-		        "libvirtd where it does not see /dev/kvm: a systemd drop-in with "
-		        "BindReadOnlyPaths=/dev/null:/dev/kvm for libvirtd.service (or "
-		        "virtqemud.service), or a mount namespace with /dev/null bound over "
-		        "/dev/kvm, "
-		        "as .ci/setup makes when 'slated --probe-kvm' says KVM is unusable",
+		        "guests here, but %s (%s), so libvirt counts KVM as usable, finds its "
+		        "cached "
+		        "QEMU capabilities stale on every lookup and re-probes QEMU (whose KVM "
+		        "probe "
+		        "can hang ~100 s); restart libvirtd where %s may not open /dev/kvm: a "
+		        "systemd "
+		        "drop-in with InaccessiblePaths=-/dev/kvm for libvirtd.service (or "
+		        "virtqemud.service), or a mount namespace with a mode-0000 node bound over "
+		        "/dev/kvm, as .ci/libvirtd makes when 'slated --probe-kvm' says KVM is "
+		        "unusable (/dev/null will not do)",
 		        took, f->warn_s, probes,
-		        f->view == VM_KVM_VIEW_KVM ? f->view_desc : "libvirtd may see /dev/kvm");
+		        f->view == VM_KVM_VIEW_UNKNOWN ? "libvirtd may see /dev/kvm"
+		                                       : "QEMU's user may open libvirtd's /dev/kvm",
+		        f->view_desc, user);
 	else if (f->probes)
 		(void)snprintf(detail, len,
 		               "%s (warn above %.1f s)%s, and every start waits as long: libvirt "

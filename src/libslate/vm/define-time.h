@@ -3,14 +3,17 @@
 
 /*
  * How long libvirt takes to define a domain, as `slate doctor` measures it, and why it is slow.
- * Where libvirtd sees /dev/kvm but KVM cannot run guests, libvirt 9 finds its cached QEMU
- * capabilities (KVM unusable) stale on every lookup ("KVM usable now, not in the cache") and
- * re-probes QEMU, whose KVM probe can hang ~100 s: every define, and so every start, waits that
- * long. The cure is a libvirtd that does not see /dev/kvm.
+ * libvirt 9 counts KVM as usable when QEMU's user can open /dev/kvm (as libvirtd sees it); when
+ * its cached QEMU capabilities say KVM is not (KVM cannot run guests here, or what sits at
+ * /dev/kvm is not KVM at all, such as /dev/null bound over it), the cache is stale on every
+ * lookup ("KVM usable now, not in the cache") and libvirt re-probes QEMU, whose KVM probe can
+ * hang ~100 s: every define, and so every start, waits that long.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "vm/qemu-user.h"
 
 /* Above this a define is slow enough to name a cause; SLATE_DOCTOR_DEFINE_WARN_S overrides it
  * in slated (tests). */
@@ -31,16 +34,17 @@ int vm_define_time(const char *uri, unsigned wait_s, double *ret_s, unsigned *re
 
 /* What libvirtd finds at /dev/kvm in its own mount namespace. */
 enum vm_kvm_view {
-	VM_KVM_VIEW_UNKNOWN, /* no libvirtd pid, or its root cannot be looked at */
-	VM_KVM_VIEW_HIDDEN,  /* nothing, or a stand-in (/dev/null bound over it) */
-	VM_KVM_VIEW_KVM,     /* the KVM device */
+	VM_KVM_VIEW_UNKNOWN,  /* no libvirtd pid, or its root cannot be looked at */
+	VM_KVM_VIEW_HIDDEN,   /* nothing, or nothing QEMU's user may open (a mode-0000 node) */
+	VM_KVM_VIEW_KVM,      /* the KVM device, and QEMU's user may open it */
+	VM_KVM_VIEW_STAND_IN, /* something else QEMU's user may open (/dev/null bound over it) */
 };
 
 /*
- * Looks at /dev/kvm as libvirtd (pid from /run/libvirtd.pid or /run/virtqemud.pid) sees it.
- * Returns the view; desc says what is there.
+ * Looks at /dev/kvm as libvirtd (pid from /run/libvirtd.pid or /run/virtqemud.pid) sees it, for
+ * QEMU's user u (NULL: QEMU runs as root). Returns the view; desc says what is there.
  */
-enum vm_kvm_view vm_libvirtd_kvm_view(char *desc, size_t len);
+enum vm_kvm_view vm_libvirtd_kvm_view(const struct vm_qemu_user *u, char *desc, size_t len);
 
 struct vm_define_facts {
 	double secs;     /* how long the define took, or how long it was waited for */
@@ -49,6 +53,7 @@ struct vm_define_facts {
 	unsigned probes; /* QEMU capability probes libvirtd started meanwhile */
 	enum vm_kvm_view view;
 	const char *view_desc; /* what libvirtd has at /dev/kvm */
+	const char *qemu_user; /* NULL: root */
 	bool kvm_usable;       /* vm_kvm_usable() */
 };
 

@@ -54,6 +54,21 @@ static int parse_id(const char *s, unsigned long *ret)
 	return errno || *end ? -EINVAL : 0;
 }
 
+/* qemu:///system, also over an explicit socket (qemu+unix:///system?socket=...). */
+static bool uri_is_system(const char *uri)
+{
+	static const char *const system[] = {"qemu:///system", "qemu+unix:///system"};
+
+	if (!uri)
+		return true;
+	for (size_t i = 0; i < ELEMENTSOF(system); i++) {
+		size_t n = strlen(system[i]);
+		if (strncmp(uri, system[i], n) == 0 && (uri[n] == '\0' || uri[n] == '?'))
+			return true;
+	}
+	return false;
+}
+
 int vm_qemu_user_load(const char *uri, const char *conf_path, struct vm_qemu_user *ret)
 {
 	_cleanup_fclose_ FILE *f = NULL;
@@ -65,7 +80,7 @@ int vm_qemu_user_load(const char *uri, const char *conf_path, struct vm_qemu_use
 	unsigned long id;
 	int n, r;
 
-	if (uri && !streq(uri, "qemu:///system"))
+	if (!uri_is_system(uri))
 		return 0;
 	f = fopen(conf_path ? conf_path : VM_QEMU_CONF, "re");
 	if (!f && errno != ENOENT)

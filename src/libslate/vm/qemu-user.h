@@ -29,9 +29,10 @@ struct vm_qemu_user {
 
 /*
  * The user QEMU runs as for uri, from conf_path (NULL: VM_QEMU_CONF; a missing file means the
- * defaults). Returns 1 and fills *ret for qemu:///system, 0 when QEMU runs as slated's own user
- * (any other URI: nothing to check), -ENOENT when the user or group does not exist, -EINVAL on
- * a user/group line slate cannot read, -errno otherwise.
+ * defaults). Returns 1 and fills *ret for qemu:///system (NULL, or through qemu+unix:// with a
+ * socket), 0 for any other URI (QEMU runs as slated's own user, or elsewhere: nothing to
+ * check), -ENOENT when the user or group does not exist, -EINVAL on a user/group line slate
+ * cannot read, -errno otherwise.
  */
 int vm_qemu_user_load(const char *uri, const char *conf_path, struct vm_qemu_user *ret);
 
