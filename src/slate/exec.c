@@ -388,11 +388,12 @@ int cmd_exec(struct slate_ctx *ctx, int argc, char **argv)
 	static const struct option longopts[] = {SLATE_COMMON_OPTS, EXEC_COMMON_LONGOPTS, {}};
 	struct exec_opts o = {0};
 	char path[128 + WORKSPACE_NAME_MAX];
-	const char *name;
+	const char *name = NULL;
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hit", longopts, NULL)) >= 0) {
+	/* Options before or after NAME; the command starts at "--" or its first word. */
+	while ((c = slate_getopt_name(argc, argv, "+hit", longopts, NULL, &name)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		r = exec_option(ctx, c, &o);
@@ -423,15 +424,11 @@ int cmd_exec(struct slate_ctx *ctx, int argc, char **argv)
 	}
 	if (ctx->json)
 		return slate_usage_error(ctx, "exec: --json makes no sense for a command's output");
-	if (argc - optind < 2)
+	if (!name)
 		return slate_usage_error(ctx, "exec: give a workspace NAME and a command");
-	name = argv[optind++];
 	if (workspace_name_check(name) < 0)
 		return slate_usage_error(ctx, "exec: invalid name '%s': %s", name,
 		                         WORKSPACE_NAME_RULE);
-	/* Option parsing stopped at NAME: the "--" after it is still there. */
-	if (optind < argc && streq(argv[optind], "--"))
-		optind++;
 	if (optind >= argc)
 		return slate_usage_error(ctx, "exec: give a command after the workspace NAME");
 	o.argv = argv + optind;
@@ -446,11 +443,11 @@ int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
 	        SLATE_COMMON_OPTS, {"user", required_argument, NULL, OPT_USER}, {}};
 	struct exec_opts o = {.interactive = true, .tty = true, .login = true};
 	char path[128 + WORKSPACE_NAME_MAX];
-	const char *name;
+	const char *name = NULL;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+	while ((c = slate_getopt_name(argc, argv, "+h", longopts, NULL, &name)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
 		if (c == OPT_USER) {
@@ -468,9 +465,8 @@ int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
 	}
 	if (ctx->json)
 		return slate_usage_error(ctx, "shell: --json makes no sense for a shell");
-	if (argc - optind != 1)
+	if (!name || optind < argc)
 		return slate_usage_error(ctx, "shell: give exactly one workspace NAME");
-	name = argv[optind];
 	if (workspace_name_check(name) < 0)
 		return slate_usage_error(ctx, "shell: invalid name '%s': %s", name,
 		                         WORKSPACE_NAME_RULE);

@@ -59,6 +59,20 @@ static void usage(FILE *f)
 	        SLATE_RUNTIME_DIR);
 }
 
+int slate_getopt_name(int argc, char **argv, const char *optstring, const struct option *longopts,
+                      int *longindex, const char **name)
+{
+	int c;
+
+	for (;;) {
+		c = getopt_long(argc, argv, optstring, longopts, longindex);
+		if (c >= 0 || *name || optind >= argc)
+			return c;
+		/* Stopped at "--" before NAME, or at NAME itself: take NAME, go on with options. */
+		*name = argv[optind++];
+	}
+}
+
 int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg)
 {
 	switch (opt) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* slate secret set|ls|rm: credentials the guest sees only as placeholders. */
 #include <errno.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,53 @@ static int call(struct slate_ctx *ctx, const char *what, const char *method, con
 
 /* Reads the value from stdin into secure memory (sodium_malloc: guarded, not in core dumps).
  * On a terminal, asks for it without echo. Returns its length, or prints and returns < 0. */
+/*
+ * --file names a path in the guest, but an unquoted ~ is expanded by the host's shell first:
+ * `--file ~/.git-credentials` arrives as /root/.git-credentials (or /home/alice/...). A path under
+ * the caller's host home gets a warning naming the likely intent; one the workspace user could
+ * not read in the guest (anything under /root, which is 0700 there) is refused. Returns 0, or
+ * prints and returns -EINVAL.
+ */
+static int check_file_intent(const struct slate_ctx *ctx, const char *file)
+{
+	const char *home = getenv("HOME");
+	const char *rest = NULL;
+	struct passwd *pw;
+	size_t n;
+
+	if ((!home || home[0] != '/') && (pw = getpwuid(getuid())))
+		home = pw->pw_dir;
+	n = home ? strlen(home) : 0;
+	while (n > 1 && home[n - 1] == '/')
+		n--;
+	if (n > 1 && strneq(file, home, n) && file[n] == '/')
+		rest = file + n + 1;
+	if (strneq(file, "/root/", 6)) {
+		if (rest)
+			return slate_usage_error(ctx,
+			                         "secret set: --file %s: your shell expanded '~' "
+			                         "to your host "
+			                         "home; in the guest that is under /root, which "
+			                         "the workspace "
+			                         "user cannot read. Quote it: --file '~/%s'",
+			                         file, rest),
+			       -EINVAL;
+		return slate_usage_error(
+		               ctx,
+		               "secret set: --file %s: the workspace user cannot read files "
+		               "under /root in the guest; use a path under '~/' (quoted)",
+		               file),
+		       -EINVAL;
+	}
+	if (rest)
+		fprintf(stderr,
+		        "slate: secret set: warning: --file %s is under your host home %.*s: if "
+		        "you "
+		        "meant the workspace user's home in the guest, quote it: --file '~/%s'\n",
+		        file, (int)n, home, rest);
+	return 0;
+}
+
 static ssize_t read_value(const char *key, unsigned char **ret)
 {
 	unsigned char *v = sodium_init() < 0 ? NULL : sodium_malloc(VALUE_READ_MAX + 1);
@@ -247,6 +295,8 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		                         "secret set: --file %s: an absolute guest path or one "
 		                         "under ~/, without '..'",
 		                         file);
+	if (file && check_file_intent(ctx, file) < 0)
+		return EXIT_USAGE;
 	if (query && secret_query_check(query) < 0)
 		return slate_usage_error(
 		        ctx, "secret set: --query %s: 1 to %d of A-Z a-z 0-9 _ . - ~ [ ]", query,

@@ -30,6 +30,15 @@ enum { OPT_JSON = 1000, OPT_SOCKET, OPT_HELP };
 /* Handles a common option; returns 1 if it was one, 0 if not. */
 int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg);
 
+/*
+ * getopt_long for commands of the form "CMD [OPTION]... NAME [OPTION]... [--] ARG...": options
+ * go before or after NAME alike, and parsing stops for good at "--" or at the first non-option
+ * after NAME (the command to run, with its own options). The first non-option is stored in
+ * *name (which starts NULL). optstring must begin with '+'. Returns as getopt_long does.
+ */
+int slate_getopt_name(int argc, char **argv, const char *optstring, const struct option *longopts,
+                      int *longindex, const char **name);
+
 /* Prints "slate: what: why" to stderr. Returns EXIT_FAILURE. */
 int slate_fail(const char *what, const char *fmt, ...) _printf_(2, 3);
 /* Prints "slate: message" and a hint to stderr. Returns EXIT_USAGE. */

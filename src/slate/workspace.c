@@ -443,6 +443,11 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 		printf("COMPROMISED: %s, a placeholder was sent to %s: 'slate wipe %s' before it "
 		       "may start\n",
 		       fmt_time(v, tbuf, sizeof(tbuf)), STR("compromised_host"), STR("name"));
+	} else if (json_get_bool(reply, "wiped_after_leak", &b) >= 0 && b) {
+		(void)json_get_int64(reply, "compromised_at", &v);
+		printf("leak:        %s, a placeholder was sent to %s; wiped since: the next start "
+		       "makes a fresh disk and home and may go ahead\n",
+		       fmt_time(v, tbuf, sizeof(tbuf)), STR("compromised_host"));
 	}
 	if (json_get_bool(reply, "disk_present", &b) >= 0 && !b)
 		printf("disk:        reset; the next start clones a fresh one from the base\n");

@@ -94,6 +94,14 @@ s exec --user root $ws -- sh -c 'mount -o remount,rw /home/slate/src; echo x >/h
 s exec $ws -- sh -c 'echo from-guest >src-2/made'
 [ "$(cat "$work/rw/src/made")" = from-guest ] || fail "the read-write share at ~/src-2"
 
+# Options go before or after NAME alike (issue 26); only what follows "--" (or the command's first
+# word) is the command.
+[ "$(s exec $ws --user root -- id -u)" = 0 ] || fail "exec NAME --user root: $(cat "$work/err" 2>/dev/null)"
+[ "$(s exec $ws --workdir /tmp --timeout 30 -- pwd)" = /tmp ] || fail "exec NAME --workdir /tmp"
+[ "$(echo piped | s exec $ws -i cat)" = piped ] || fail "exec NAME -i CMD (no --)"
+[ "$(s exec $ws -- sh -c 'echo "$1"' x --user)" = --user ] || fail "an option after -- is the command's"
+[ "$(s exec $ws id -un --user 2>/dev/null || true)" != root ] || fail "an option after the command word went to slate"
+
 # Exit statuses.
 want_status 0 s exec $ws -- true
 want_status 1 s exec $ws -- false

@@ -89,6 +89,16 @@ grep -q '^secret-access-key slate[A-Za-z0-9]\{35\}$' "$work/aws.out" || fail "aw
 grep -q '^session-token slate' "$work/aws.out" || fail "aws session token missing"
 printf '%s' "$generic" | s secret set ws1 DB_PASSWORD --host 'bücher.example' --env DB_PASS >/dev/null
 
+# --file ~/.git-credentials unquoted: the host's shell hands over the caller's home (issue 26).
+# Under /root the workspace user could not read it in the guest: refused, naming the quoted form.
+# Under another host home: set, with a warning naming the likely intent.
+setfile() { printf 'not-a-real-token' | HOME=$1 "$slate" --socket "$work/run/slated.sock" secret set ws1 "$2" --host github.com --file "$3"; }
+expect_fail 2 "Quote it: --file '~/.git-credentials'" setfile /root GITC /root/.git-credentials
+s secret ls ws1 | grep -q GITC && fail "a --file under /root was stored"
+setfile /home/alice GITC /home/alice/.git-credentials >/dev/null 2>"$work/err" || fail "--file under another home: $(cat "$work/err")"
+grep -q "quote it: --file '~/.git-credentials'" "$work/err" || fail "no warning for a --file under the host home: $(cat "$work/err")"
+s secret rm ws1 GITC >/dev/null
+
 log "global secrets, overridden by the workspace's own"
 gph=$(printf '%s' "$github_global" | s secret set --global GH_TOKEN --kind github --host github.com)
 [[ $gph == ghp_slate* ]] && [ ${#gph} = 40 ] || fail "github placeholder shape: $gph"

@@ -149,9 +149,20 @@ w.update(compromised=True, compromisedAt=1, compromisedHost="evil.example")
 open(p, "w").write(json.dumps(w))
 PY
 }
+# Caught while running: the leak detector pauses the guest. It shows as compromised (not paused),
+# and stop powers it off at once instead of pressing the power button of a paused CPU (issue 26).
+s start $ws >/dev/null
 stop_daemon
 mark_compromised "$ws"
+v suspend slate-$ws >/dev/null
 start_daemon
+[ "$(state_of $ws)" = compromised ] || fail "a paused, quarantined workspace says $(state_of $ws)"
+t0=$SECONDS
+s stop $ws >/dev/null 2>"$work/err" || fail "stop of a quarantined workspace: $(cat "$work/err")"
+[ $((SECONDS - t0)) -lt 10 ] || fail "stop of a paused, quarantined guest took $((SECONDS - t0)) s"
+log "stop of a paused, quarantined guest: $((SECONDS - t0)) s"
+v domstate slate-$ws >/dev/null 2>&1 && fail "the quarantined domain is still there after stop"
+[ "$(state_of $ws)" = compromised ] || fail "a stopped, quarantined workspace says $(state_of $ws)"
 expect_fail "slate wipe $ws" s start $ws
 v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace got a domain"
 # Half a wipe is not enough: the home alone (the disk is still the one that leaked), then the disk
@@ -165,6 +176,11 @@ p = sys.argv[1]; w = json.load(open(p))
 assert w["compromised"] is True, w
 PY
 s wipe $ws --yes >/dev/null
+# Wiped: no longer shown as compromised, and describe no longer asks for a wipe.
+[ "$(state_of $ws)" = stopped ] || fail "a wiped workspace says $(state_of $ws)"
+s describe $ws >"$work/out"
+grep -q COMPROMISED "$work/out" && fail "describe still asks to wipe a wiped workspace: $(cat "$work/out")"
+grep -q "^leak: .*wiped since" "$work/out" || fail "describe does not say the leak was wiped: $(cat "$work/out")"
 s create "$ws-h" --home-size 1G >/dev/null
 stop_daemon
 mark_compromised "$ws-h"

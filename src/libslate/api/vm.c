@@ -118,9 +118,43 @@ static char *make_cmdline(const char *image_cmdline)
  * under the runtime directory ($runtime/vm/<workspace>/ro/<tag>). Root in the guest cannot write
  * through it: the kernel refuses on the host side. Unmounted when the domain stops.
  */
+/*
+ * Mounts a read-only bind of src on mp. The mount is made read-only before it is attached
+ * (open_tree, mount_setattr, move_mount): a bind made writable and then remounted read-only
+ * reaches the mount namespaces that receive propagation from ours (libvirtd's where .ci/libvirtd
+ * or a systemd sandbox gave it one, and so virtiofsd's) as the writable first version, since a
+ * remount does not propagate. Kernels before 5.12 get the two-step way.
+ */
+static int ro_bind_attach(const char *src, const char *mp)
+{
+	struct mount_attr attr = {.attr_set =
+	                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	_cleanup_close_ int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int r;
+
+	if (fd >= 0) {
+		if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
+		    move_mount(fd, "", AT_FDCWD, mp, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return -errno;
+		return 0;
+	}
+	if (errno != ENOSYS)
+		return -errno;
+	if (mount(src, mp, NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	if (mount(NULL, mp, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0) {
+		r = -errno;
+		(void)umount2(mp, MNT_DETACH);
+		return r;
+	}
+	return 0;
+}
+
 static int ro_bind(const char *run_dir, const char *tag, const char *src, char **ret)
 {
 	_cleanup_free_ char *dir = fs_path_join(run_dir, "ro"), *mp = NULL;
+	int r;
 
 	if (!dir || !(mp = fs_path_join(dir, tag)))
 		return -ENOMEM;
@@ -129,14 +163,9 @@ static int ro_bind(const char *run_dir, const char *tag, const char *src, char *
 	(void)umount2(mp, MNT_DETACH);
 	if (mkdir(mp, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	if (mount(src, mp, NULL, MS_BIND, NULL) < 0)
-		return -errno;
-	if (mount(NULL, mp, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
-	    0) {
-		int r = -errno;
-		(void)umount2(mp, MNT_DETACH);
+	r = ro_bind_attach(src, mp);
+	if (r < 0)
 		return r;
-	}
 	*ret = TAKE_PTR(mp);
 	return 0;
 }
@@ -403,7 +432,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		                  "start %s: %s", name,
 		                  r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
 	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
-	if (w->compromised && (w->disk_present || w->home_present))
+	if (workspace_quarantined(w))
 		return start_fail(
 		        s, API_ERR_COMPROMISED,
 		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
@@ -692,7 +721,7 @@ static void start_settle_orphan(struct vm_op *op, const struct start_io *io, int
 	}
 	/* Paused by the leak detector is paused on purpose. */
 	if (state != VM_STATE_PAUSED || workspace_load(d->workspaces, op->name, &w) < 0 ||
-	    w->compromised)
+	    workspace_quarantined(w))
 		return;
 	if (vm_domain_lookup(conn, op->name, &dom) < 0 || virDomainResume(dom) < 0)
 		log_ws(LOG_WARNING, op->name, "%s is paused after its start and cannot resume: %s",
@@ -830,6 +859,18 @@ static int stop_stream(struct api_stream *s, void *arg)
 	if (r < 0)
 		return stream_fail(s, API_ERR_UNAVAILABLE, "stop %s: cannot connect to %s: %s",
 		                   op->name, d->libvirt_uri, vm_last_error());
+	/* A paused guest cannot power itself off, and a quarantined one must not run another
+	 * instruction: both are powered off at once, whatever was asked. */
+	if (mode != VM_STOP_FORCE && vm_workspace_state(conn, op->name, &state) >= 0 &&
+	    workspace_load(d->workspaces, op->name, &w) >= 0 &&
+	    (state == VM_STATE_PAUSED || workspace_quarantined(w))) {
+		progress("destroying",
+		         workspace_quarantined(w) ? "compromised: powering off at once"
+		                                  : "paused: powering off at once",
+		         s);
+		mode = VM_STOP_FORCE;
+	}
+	workspace_free(TAKE_PTR(w));
 	bool asked = mode == VM_STOP_SHUTDOWN && guest_poweroff(d, op->name);
 	r = vm_stop(conn, op->name, mode, op->timeout_s, progress, s, &sr, errbuf, sizeof(errbuf));
 	if (r >= 0 && asked)

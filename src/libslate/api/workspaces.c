@@ -87,10 +87,11 @@ int api_load_visible(struct daemon_ctx *d, const struct api_request *req, const 
 
 static const char *ws_state(const struct daemon_ctx *d, const struct workspace *w, int active)
 {
+	/* Quarantined whatever its domain does (the leak detector paused it). */
+	if (workspace_quarantined(w))
+		return "compromised";
 	if (active > 0)
 		return "running";
-	if (w->compromised)
-		return "compromised";
 	if (active < 0)
 		return "unknown";
 	return "stopped";
@@ -141,10 +142,16 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 	    json_add_int64(o, "last_used", w->last_used) < 0 ||
 	    json_add_bool(o, "disk_present", w->disk_present) < 0 ||
 	    json_add_bool(o, "home_present", w->home_present) < 0 ||
-	    json_add_bool(o, "compromised", w->compromised) < 0 ||
+	    json_add_bool(o, "compromised", workspace_quarantined(w)) < 0 ||
 	    json_add_bool(o, "ephemeral", w->ephemeral) < 0)
 		return json_object_put(shares), NULL;
 	(void)vm_workspace_json(d, w->name, active, o); /* suspended/paused, accelerator */
+	/* A quarantined workspace says so, whatever its paused domain does. */
+	if (workspace_quarantined(w))
+		(void)json_add_string(o, "state", "compromised");
+	/* Wiped after the leak: the next start makes fresh disks and ends the quarantine. */
+	if (w->compromised && !workspace_quarantined(w))
+		(void)json_add_bool(o, "wiped_after_leak", true);
 	if (w->compromised) {
 		(void)json_add_int64(o, "compromised_at", w->compromised_at);
 		(void)json_add_string(o, "compromised_host",

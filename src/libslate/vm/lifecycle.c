@@ -415,11 +415,18 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 			       -EALREADY;
 		if (!res.was_running)
 			break;
+		/* A paused CPU never sees the power button: power it off at once. */
+		if (state == VM_STATE_PAUSED) {
+			step(progress, userdata, "destroying", "paused: powering off at once");
+			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
+				       -EIO;
+			res.destroyed = true;
+			break;
+		}
 		if (timeout_s == 0)
 			timeout_s = VM_DEFAULT_STOP_TIMEOUT_S;
 		step(progress, userdata, "shutting-down", "ACPI power button");
-		if (state == VM_STATE_PAUSED)
-			(void)virDomainResume(dom);
 		if (virDomainShutdownFlags(dom, VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) < 0)
 			log_ws(LOG_DEBUG, workspace, "ACPI shutdown: %s", vm_last_error());
 		r = wait_inactive(dom, t0 + timeout_s, progress, userdata);

@@ -118,6 +118,14 @@ int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd);
  */
 int workspace_create(struct workspace_store *st, const struct workspace_create_args *a,
                      struct workspace **ret);
+/*
+ * Whether the workspace is quarantined: caught leaking a placeholder and not yet wiped. Wiping
+ * (no disk.img and no home.img left) ends it; the next start clears the flag itself.
+ */
+static inline bool workspace_quarantined(const struct workspace *w)
+{
+	return w->compromised && (w->disk_present || w->home_present);
+}
 /* Loads workspace.json. -ENOENT when there is no such workspace. */
 int workspace_load(struct workspace_store *st, const char *name, struct workspace **ret);
 /* Every workspace, sorted by name (callers filter by owner). */
