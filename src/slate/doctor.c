@@ -12,7 +12,8 @@
 static void doctor_usage(FILE *f)
 {
 	fprintf(f, "Usage: slate doctor [--json] [--socket PATH]\n"
-	           "Check what slated needs: its state directory, reflinks, libvirt, KVM, vsock.\n"
+	           "Check what slated needs: its state directory (and whether QEMU's user can\n"
+	           "reach it), reflinks, libvirt (and how long a define takes), KVM, vsock.\n"
 	           "Exit status 1 when a check failed.\n");
 }
 

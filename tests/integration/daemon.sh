@@ -34,9 +34,24 @@ start_daemon() { # state-dir runtime-dir [args...]
     fail "slated did not create $run/slated.sock"
 }
 
-start_daemon "$work/state" "$work/run"
+# The define check warns from 0 s on, so that its cause and remedy are shown on any host.
+SLATE_DOCTOR_DEFINE_WARN_S=0 start_daemon "$work/state" "$work/run"
 sock=$work/run/slated.sock
 main_pid=${pids[0]}
+
+# $work is 0700 (mktemp -d): QEMU, running as its own user, cannot reach the state directory.
+# The doctor says which directory blocks which user and how to fix it.
+qemu_as=$(qemu_user)
+if [ -n "$qemu_as" ]; then
+    set +e
+    "$slate" --socket "$sock" doctor >"$work/doctor"; rc=$?
+    set -e
+    [ $rc = 1 ] && grep -q "^FAIL  qemu-access QEMU runs as user $qemu_as (uid [0-9]*, gid [0-9]*) and cannot search $work (root:root, mode 0700): 'chmod o+x $work'" "$work/doctor" ||
+        fail "doctor with the state directory in a 0700 directory: rc=$rc $(cat "$work/doctor")"
+else
+    log "QEMU runs as root here: no user to be blocked by a 0700 directory"
+fi
+chmod 0755 "$work"
 
 # Version round trip, human and --json, through --socket and SLATE_SOCKET.
 out=$("$slate" --socket "$sock" version)
@@ -114,6 +129,33 @@ status=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" http://sla
 # The streamed system check: progress lines first, and reflink support told apart by filesystem.
 "$slate" --socket "$sock" doctor >"$work/doctor" || fail "doctor failed: $(cat "$work/doctor")"
 grep -q '^ok    libvirt ' "$work/doctor" || fail "doctor libvirt: $(cat "$work/doctor")"
+[ -z "$qemu_as" ] || grep -q "^ok    qemu-access QEMU (user $qemu_as) can reach $work\$" "$work/doctor" ||
+    fail "doctor qemu-access: $(cat "$work/doctor")"
+# KVM as slated's probe found it, not "/dev/kvm is present" (the reason may differ from run to
+# run: QEMU aborts, or exits with status 1).
+kvm_rc=0
+kvm_line=$("$slated" --probe-kvm) || kvm_rc=$?
+case $kvm_rc in
+0) want='^ok    kvm        KVM runs guests (' ;;
+1) want='^warn  kvm        /dev/kvm is present but KVM cannot run guests (' ;;
+*) want='^warn  kvm        no usable /dev/kvm (' ;;
+esac
+grep -qF -- "${want#^}" "$work/doctor" || fail "doctor kvm (probe: $kvm_line): $(cat "$work/doctor")"
+# The define is timed; over the threshold (0 here) the doctor names the cause and the remedy.
+grep -Eq '^warn  define     libvirt (took [0-9]+\.[0-9]+ s to define|did not define) a throwaway domain.* \(warn above 0\.0 s\), and every start waits as long: ' "$work/doctor" ||
+    fail "doctor define: $(cat "$work/doctor")"
+if [ "$kvm_rc" = 1 ]; then
+    grep -q '^warn  define .*, and every start waits as long: \(KVM cannot run guests here, but\|libvirt is re-reading\|libvirtd answers slowly\)' "$work/doctor" ||
+        fail "doctor define names no cause: $(cat "$work/doctor")"
+fi
+# The throwaway domains go (this slated's: others may be measuring right now), at once or, when
+# the doctor stopped waiting, once their define ends.
+for _ in $(seq 120); do
+    virsh -q -c qemu:///system list --all --name | grep -q "^slated-doctor-$main_pid-" || break
+    sleep 0.5
+done
+! virsh -q -c qemu:///system list --all --name | grep -q "^slated-doctor-$main_pid-" ||
+    fail "the doctor left its throwaway domain: $(virsh -q -c qemu:///system list --all --name)"
 for fs in btrfs xfs; do
     mnt=$(make_loop_fs "$fs" "doctor-$fs" 400M)
     start_daemon "$mnt/state" "$work/run-$fs"

@@ -158,6 +158,19 @@ detach_loops() {
     done
 }
 
+# qemu_user: echo the user libvirt runs QEMU as with qemu:///system (the last "user = ..." in
+# qemu.conf, else Debian's default), or nothing when that user is root or does not exist, so that
+# a test of what that user cannot reach has nothing to test.
+qemu_user() {
+    local u
+    u=$(sed -n 's/^[[:space:]]*user[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' \
+        /etc/libvirt/qemu.conf 2>/dev/null | tail -n 1)
+    u=${u:-libvirt-qemu}
+    case "$u" in +*) u=$(getent passwd "${u#+}" | cut -d: -f1) ;; esac
+    [ -n "$u" ] && [ "$(id -u "$u" 2>/dev/null || echo 0)" != 0 ] && echo "$u"
+    return 0
+}
+
 # ---- a slated of the test's own (the tests that drive it set $slated, $slate, $state, $work) ----
 # shellcheck disable=SC2154 # those four are the calling test's
 

@@ -71,6 +71,20 @@ s create "$ws2" --memory 256 --cpus 1 --home-size 256M >/dev/null
 s create "$ws3" --memory 256 --cpus 1 --home-size 256M >/dev/null
 touch "$trigger"
 
+# 0. The doctor times a definition (held 14 s here: over its 3 s threshold, within the 20 s it
+#    waits) and warns that every start waits as long; its throwaway domain is undefined.
+s doctor --json >"$work/doctor.json" || fail "doctor through a slow libvirt: $(cat "$work/doctor.json")"
+python3 - "$work/doctor.json" "$hold_s" <<'PY' || fail "doctor's define check: $(cat "$work/doctor.json")"
+import json, re, sys
+d = {x["check"]: x for x in json.load(open(sys.argv[1]))["checks"]}["define"]
+m = re.match(r"libvirt took (\d+\.\d+) s to define a throwaway domain \(warn above 3\.0 s\)",
+             d["detail"])
+assert d["status"] == "warn" and m and float(m.group(1)) >= int(sys.argv[2]) - 1, d
+assert ", and every start waits as long: " in d["detail"], d
+PY
+! virsh -q -c qemu:///system list --all --name | grep -q "^slated-doctor-$daemon_pid-" ||
+    fail "the doctor left its throwaway domain defined"
+
 # 1. A start through a definition held 14 s, with connections dropped after 6 s of silence.
 t0=$SECONDS
 s start "$ws1" >"$work/out" 2>"$work/start.err" || fail "start through a slow libvirt failed \

@@ -28,6 +28,7 @@ start_daemon() { # state-dir [NAME=VALUE...]
     shift
     start_slated "$@"
 }
+qemu_as=$(qemu_user)
 destroy_quietly() { virsh -q -c "$SLATE_TEST_URI" destroy "$1" >/dev/null 2>&1 || true; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
@@ -60,6 +61,16 @@ exercise_backend() { # state-dir expected-kind
     fi
     [ "$(s ls --json | jget workspaces.0.name)" = ws1 ] || fail "ls does not show ws1"
     s ls | grep -q "^ws1 .*stopped .*test" || fail "ls text: $(s ls)"
+
+    # A directory above the state directory that QEMU's user cannot search (a 0700 one, as
+    # mktemp -d makes): the start fails before the domain is defined, naming the directory, the
+    # user and the fix, not with QEMU's bare "Permission denied".
+    if [ "$kind" = btrfs ] && [ -n "$qemu_as" ]; then
+        chmod 0700 "$(dirname "$state")"
+        expect_fail 1 "start ws1: QEMU runs as user $qemu_as (uid [0-9]*, gid [0-9]*) and cannot search $(dirname "$state") (root:root, mode 0700): 'chmod o+x $(dirname "$state")'" \
+            s start ws1
+        chmod 0755 "$(dirname "$state")"
+    fi
 
     # Refusals.
     expect_fail 1 "exists already" s create ws1

@@ -19,6 +19,9 @@
 #include "util/json.h"
 #include "util/log.h"
 #include "version.h"
+#include "vm/define-time.h"
+#include "vm/kvm.h"
+#include "vm/qemu-user.h"
 
 int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply)
 {
@@ -71,7 +74,7 @@ static int check_emit(struct api_stream *s, struct json_object *checks, const ch
 static int check_emit(struct api_stream *s, struct json_object *checks, const char *name,
                       const char *status, const char *fmt, ...)
 {
-	char detail[512];
+	char detail[1024];
 	struct json_object *c;
 	va_list ap;
 
@@ -93,6 +96,91 @@ static int check_emit(struct api_stream *s, struct json_object *checks, const ch
 	return 0;
 }
 
+/* /dev/kvm existing proves nothing: the accelerator is what the probe found (vm/kvm.h). */
+static void check_kvm(struct api_stream *s, struct json_object *checks, const struct daemon_ctx *d)
+{
+	struct stat st;
+
+	if (vm_kvm_usable(d->libvirt_uri) > 0)
+		(void)check_emit(s, checks, "kvm", "ok", "KVM runs guests (%s)", vm_kvm_reason());
+	else if (stat("/dev/kvm", &st) == 0 && S_ISCHR(st.st_mode))
+		(void)check_emit(s, checks, "kvm", "warn",
+		                 "/dev/kvm is present but KVM cannot run guests (%s): guests run "
+		                 "under TCG emulation, much slower",
+		                 vm_kvm_reason());
+	else
+		(void)check_emit(s, checks, "kvm", "warn",
+		                 "no usable /dev/kvm (%s): guests run under TCG emulation, much "
+		                 "slower",
+		                 vm_kvm_reason());
+}
+
+/* Every start defines a domain: how long one takes, and why when it is slow. */
+static void check_define(struct api_stream *s, struct json_object *checks,
+                         const struct daemon_ctx *d)
+{
+	const char *env = getenv("SLATE_DOCTOR_DEFINE_WARN_S");
+	struct vm_define_facts f = {.warn_s = VM_DEFINE_WARN_S};
+	struct vm_qemu_user u;
+	char detail[1024], err[512] = "", view[256] = "";
+	bool warn, have_user;
+	int r;
+
+	if (env) {
+		char *end;
+		double v = strtod(env, &end);
+		if (end != env && !*end && v >= 0)
+			f.warn_s = v;
+	}
+	r = vm_define_time(d->libvirt_uri, VM_DEFINE_WAIT_S, &f.secs, &f.probes, err, sizeof(err));
+	if (r < 0 && r != -ETIMEDOUT) {
+		(void)check_emit(s, checks, "define", "warn",
+		                 "cannot define a throwaway domain: %s", err);
+		return;
+	}
+	f.finished = r == 0;
+	if (!f.finished)
+		f.secs = VM_DEFINE_WAIT_S;
+	have_user = vm_qemu_user_load(d->libvirt_uri, NULL, &u) > 0;
+	f.qemu_user = have_user ? u.name : NULL;
+	f.view = vm_libvirtd_kvm_view(have_user ? &u : NULL, view, sizeof(view));
+	f.view_desc = view;
+	f.kvm_usable = vm_kvm_usable(d->libvirt_uri) > 0;
+	warn = vm_define_verdict(&f, detail, sizeof(detail));
+	if (warn)
+		log_warning("doctor: %s", detail);
+	(void)check_emit(s, checks, "define", warn ? "warn" : "ok", "%s", detail);
+}
+
+/*
+ * QEMU must reach the images below the state directory. slated makes the state directory and
+ * what is under it searchable at each start, never what is above it: that is what is checked.
+ */
+static int check_qemu_access(struct api_stream *s, struct json_object *checks,
+                             const struct daemon_ctx *d)
+{
+	_cleanup_free_ char *parent = realpath(d->state_dir, NULL);
+	char detail[1024], *slash;
+	int r;
+
+	if (!parent)
+		parent = strdup(d->state_dir);
+	if (!parent)
+		return -ENOMEM;
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = '\0';
+	else if (slash)
+		slash[1] = '\0';
+	r = vm_check_qemu_access(d, parent, detail, sizeof(detail));
+	(void)check_emit(s, checks, "qemu-access",
+	                 r == 0  ? "ok"
+	                 : r > 0 ? "fail"
+	                         : "warn",
+	                 "%s%s", detail, r > 0 ? "; every start fails" : "");
+	return r;
+}
+
 static int system_check(struct api_stream *s, void *arg)
 {
 	const struct daemon_ctx *d = arg;
@@ -110,6 +198,10 @@ static int system_check(struct api_stream *s, void *arg)
 		failed++;
 	(void)check_emit(s, checks, "state-dir", r < 0 ? "fail" : "ok", "%s on %s%s", d->state_dir,
 	                 reflink_fs_name(d->state_dirfd), r < 0 ? " is not writable" : "");
+
+	r = check_qemu_access(s, checks, d);
+	if (r > 0)
+		failed++;
 
 	r = reflink_supported_at(d->state_dirfd);
 	(void)check_emit(s, checks, "reflink", r > 0 ? "ok" : "warn", "%s",
@@ -139,6 +231,7 @@ static int system_check(struct api_stream *s, void *arg)
 		                 virConnectGetType(conn) ? virConnectGetType(conn) : "hypervisor",
 		                 hv / 1000000, hv / 1000 % 1000, hv % 1000);
 		(void)virConnectClose(conn);
+		check_define(s, checks, d);
 	} else {
 		virErrorPtr e = virGetLastError();
 		failed++;
@@ -146,10 +239,7 @@ static int system_check(struct api_stream *s, void *arg)
 		                 d->libvirt_uri, e && e->message ? e->message : "unknown error");
 	}
 
-	r = access("/dev/kvm", R_OK | W_OK);
-	(void)check_emit(s, checks, "kvm", r == 0 ? "ok" : "warn", "%s",
-	                 r == 0 ? "/dev/kvm is present (whether it runs guests is probed at start)"
-	                        : "no /dev/kvm: guests run under TCG emulation, much slower");
+	check_kvm(s, checks, d);
 	{
 		char dd[1024];
 		int dr = vm_check_domains((struct daemon_ctx *)d, dd, sizeof(dd));

@@ -84,6 +84,10 @@ int vm_daemon_start(struct daemon_ctx *d);
 void vm_daemon_stop(struct daemon_ctx *d);
 /* Fills detail for the doctor; returns the number of orphaned slate-* domains, or < 0. */
 int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len);
+/* Whether QEMU, as the user libvirt runs it as, can search every directory from / down to dir.
+ * Returns 0 (detail says as whom), 1 when a directory blocks it (detail: which, whom, the fix),
+ * or < 0 when that cannot be told (detail says why). */
+int vm_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *detail, size_t len);
 /* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
  * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
 int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);

@@ -33,6 +33,7 @@
 #include "vm/events.h"
 #include "vm/kvm.h"
 #include "vm/lifecycle.h"
+#include "vm/qemu-user.h"
 #include "vm/xml.h"
 #include "workspace/workspace.h"
 
@@ -353,6 +354,23 @@ static void start_progress(const char *step, const char *detail, void *userdata)
 }
 
 /*
+ * QEMU's "Permission denied" names a file, not who was denied: the directories were checked
+ * before the define, so what is left is the file itself, an ACL or a security module.
+ */
+static void explain_denied(const struct daemon_ctx *d, char *err, size_t len)
+{
+	struct vm_qemu_user u;
+	size_t l = strlen(err);
+
+	if (!strstr(err, "Permission denied") || vm_qemu_user_load(d->libvirt_uri, NULL, &u) <= 0)
+		return;
+	(void)snprintf(err + l, len - l,
+	               " (QEMU runs as user %s, uid %u, gid %u: that user must be able to open "
+	               "the file and search every directory above it)",
+	               u.name, (unsigned)u.uid, (unsigned)u.gid);
+}
+
+/*
  * Powers off and forgets what a failed start left of the workspace's domain (running, or paused
  * half-way through libvirt's start), over a connection of its own: the start's may be the thing
  * that broke. The caller holds the workspace lock.
@@ -515,6 +533,17 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 	if (r < 0)
 		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
 		       slate_strerror(r));
+	/* Above the state directory slated changes nothing: say what blocks QEMU there, before
+	 * QEMU says only "Permission denied". A QEMU that runs already has its files open. */
+	r = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED
+	            ? 0
+	            : vm_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
+	if (r > 0) {
+		boot_paths_free(&p);
+		log_ws(LOG_WARNING, name, "start %s: %s", name, errbuf);
+		return start_fail(s, API_ERR_FAILED, "start %s: %s", name, errbuf);
+	}
+	errbuf[0] = '\0';
 	p.disk = fs_path_join(p.ws_dir, "disk.img");
 	p.home = fs_path_join(p.ws_dir, "home.img");
 	p.log = fs_path_join(p.run_dir, "console.log");
@@ -583,6 +612,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 			start_undo(d, name, errbuf);
 			ro_unbind_all(d, name);
 		}
+		explain_denied(d, errbuf, sizeof(errbuf));
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
 		return start_fail(s, r == -EEXIST ? API_ERR_CONFLICT : API_ERR_FAILED,
 		                  "start %s: %s", name, errbuf);
@@ -1277,6 +1307,28 @@ void vm_daemon_stop(struct daemon_ctx *d)
 {
 	vm_events_stop(d->vm_events);
 	d->vm_events = NULL;
+}
+
+int vm_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *detail, size_t len)
+{
+	struct vm_qemu_user u;
+	int r;
+
+	r = vm_qemu_user_load(d->libvirt_uri, NULL, &u);
+	if (r < 0) {
+		(void)snprintf(detail, len, "cannot tell which user QEMU runs as (%s): %s",
+		               VM_QEMU_CONF, slate_strerror(r));
+		return r;
+	}
+	if (r == 0) {
+		(void)snprintf(detail, len, "with %s QEMU runs as slated's own user",
+		               d->libvirt_uri);
+		return 0;
+	}
+	r = vm_qemu_user_reach(&u, dir, detail, len);
+	if (r == 0)
+		(void)snprintf(detail, len, "QEMU (user %s) can reach %s", u.name, dir);
+	return r;
 }
 
 int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len)

@@ -4,6 +4,8 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/vm/domain.c src/libslate/vm/domain.h \
 	src/libslate/vm/xml.c src/libslate/vm/xml.h \
 	src/libslate/vm/kvm.c src/libslate/vm/kvm.h \
+	src/libslate/vm/qemu-user.c src/libslate/vm/qemu-user.h \
+	src/libslate/vm/define-time.c src/libslate/vm/define-time.h \
 	src/libslate/vm/lifecycle.c src/libslate/vm/lifecycle.h \
 	src/libslate/vm/events.c src/libslate/vm/events.h \
 	src/libslate/api/vm.c src/libslate/api/exec.c src/libslate/api/exec.h
@@ -32,6 +34,20 @@ check_PROGRAMS += tests/unit/test-vm-xml
 tests_unit_test_vm_xml_SOURCES = tests/unit/test-vm-xml.c
 tests_unit_test_vm_xml_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_vm_xml_LDADD = $(UNIT_LDADD)
+
+# The user QEMU runs as, and the directories it must be able to search.
+unit_tests += tests/unit/test-qemu-user
+check_PROGRAMS += tests/unit/test-qemu-user
+tests_unit_test_qemu_user_SOURCES = tests/unit/test-qemu-user.c
+tests_unit_test_qemu_user_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_qemu_user_LDADD = $(UNIT_LDADD)
+
+# The doctor's verdict on a slow define: the cause and the remedy.
+unit_tests += tests/unit/test-define-time
+check_PROGRAMS += tests/unit/test-define-time
+tests_unit_test_define_time_SOURCES = tests/unit/test-define-time.c
+tests_unit_test_define_time_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_define_time_LDADD = $(UNIT_LDADD)
 
 # Start, stop, suspend/resume, console, events and daemon restarts on the test image (TCG).
 integration_tests += tests/integration/vm.sh
