@@ -38,7 +38,6 @@ dist_bashcompletion_DATA = completions/slate
 else
 EXTRA_DIST += completions/slate
 endif
-dist_man_MANS += doc/slate.conf.5
 
 # Where make install puts what (tests/unit/install-files.test reads it).
 print-install-dirs:

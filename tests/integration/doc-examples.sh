@@ -54,7 +54,24 @@ declare -A file_check=(
 declare -A fixture=(
     ["stable.json"]="$top_srcdir/tests/data/catalog/catalog.json"
 )
+# Checks run after an example: what the documentation says about its result.
+declare -A after=(
+    ["slate start dev"]=check_console_log
+)
 declare -A used=()
+
+# check_console_log: the running workspace's console is logged where slate(1) says, read for the
+# README's slated (RUNTIME_DIR: its --runtime-dir).
+check_console_log() {
+    local page=$top_builddir/doc/slate.1 path
+    [ -f "$page" ] || page=$top_srcdir/doc/slate.1
+    path=$(grep -m 1 -oE '[^ ]*/vm/NAME/console\.log' <<<"$(sed 's/\\-/-/g; s/\\f[BIRP]//g' "$page")")
+    [ -n "$path" ] || fail "slate(1) does not say where the console is logged"
+    path=${path//RUNTIME_DIR/$work/slate/run}
+    path=${path//NAME/$ws}
+    [ -s "$path" ] || fail "slate(1) says the console is logged in $path: there is no such file"
+    log "the console log is where slate(1) says: $path"
+}
 
 # extract FILE: one record per example command: SOURCE-LINE, SECTION, text; NUL-separated.
 extract() {
@@ -146,6 +163,10 @@ run_example() {
     sed 's/^/#   /' "$out" >&2
     [ "$rc" = 0 ] || fail "the example at $where failed (exit $rc): $cmd
 $(tail -n 20 "$out")"
+    if [ -n "${after[$cmd]+x}" ]; then
+        used[$cmd]=1
+        "${after[$cmd]}"
+    fi
 }
 
 # classify SOURCE:LINE SECTION CMD: 0 when it is to be run, 1 when skipped (and logged).
@@ -206,7 +227,7 @@ for page in slate.1 slated.8 slate.conf.5 slate-catalog.1 slate-catalog.5; do
     done < <(extract "$src")
 done
 
-for key in "${!skip[@]}" "${!input[@]}" "${!file_check[@]}"; do
+for key in "${!skip[@]}" "${!input[@]}" "${!file_check[@]}" "${!after[@]}"; do
     [ -n "${used[$key]+x}" ] || fail "the table entry '$key' matches no example: update this test"
 done
 log "$ran examples ran, ${#skip[@]} skipped with their reasons"
