@@ -38,7 +38,7 @@ installs into /usr; tests/unit/install-files.test installs into a DESTDIR"
 changes the host's users and /run; tests/unit/systemd-units.test checks the entries"
     ["sudo systemctl daemon-reload && sudo systemctl enable --now slated.socket slated.service"]="\
 needs systemd as PID 1 and an installed slated; tests/unit/systemd-activation.test covers it"
-    ['sudo usermod -aG slate "$USER"']="changes the host's groups"
+    ["sudo usermod -aG slate \"\$USER\""]="changes the host's groups"
     ["slate console dev"]="interactive: it copies the serial console until Ctrl-] on a terminal; \
 tests/integration/boot-test-image.sh reads the console"
 )
@@ -53,6 +53,12 @@ declare -A file_check=(
 # Files a man page's example works on, made before its first command.
 declare -A fixture=(
     ["stable.json"]="$top_srcdir/tests/data/catalog/catalog.json"
+)
+# What an example's output must hold (what the README says it prints).
+declare -A want_out=(
+    ["slate exec dev -- uname -a"]="Linux"
+    ["slate shell dev"]="shell-example-ok"
+    ["slate run --rm --share /tmp/slate/src:/src:ro -- cat /src/file"]="hello"
 )
 # Checks run after an example: what the documentation says about its result.
 declare -A after=(
@@ -163,6 +169,11 @@ run_example() {
     sed 's/^/#   /' "$out" >&2
     [ "$rc" = 0 ] || fail "the example at $where failed (exit $rc): $cmd
 $(tail -n 20 "$out")"
+    if [ -n "${want_out[$cmd]+x}" ]; then
+        used[$cmd]=1
+        grep -qF -- "${want_out[$cmd]}" "$out" ||
+            fail "the example at $where did not print '${want_out[$cmd]}': $cmd"
+    fi
     if [ -n "${after[$cmd]+x}" ]; then
         used[$cmd]=1
         "${after[$cmd]}"
@@ -227,7 +238,7 @@ for page in slate.1 slated.8 slate.conf.5 slate-catalog.1 slate-catalog.5; do
     done < <(extract "$src")
 done
 
-for key in "${!skip[@]}" "${!input[@]}" "${!file_check[@]}" "${!after[@]}"; do
+for key in "${!skip[@]}" "${!input[@]}" "${!file_check[@]}" "${!after[@]}" "${!want_out[@]}"; do
     [ -n "${used[$key]+x}" ] || fail "the table entry '$key' matches no example: update this test"
 done
 log "$ran examples ran, ${#skip[@]} skipped with their reasons"
