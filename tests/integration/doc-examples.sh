@@ -70,7 +70,6 @@ declare -A used=()
 # README's slated (RUNTIME_DIR: its --runtime-dir).
 check_console_log() {
     local page=$top_builddir/doc/slate.1 path
-    [ -f "$page" ] || page=$top_srcdir/doc/slate.1
     path=$(grep -m 1 -oE '[^ ]*/vm/NAME/console\.log' <<<"$(sed 's/\\-/-/g; s/\\f[BIRP]//g' "$page")")
     [ -n "$path" ] || fail "slate(1) does not say where the console is logged"
     path=${path//RUNTIME_DIR/$work/slate/run}
@@ -216,9 +215,9 @@ stop_readme_slated
 mkdir -p "$work/man"
 cd "$work/man"
 for page in slate.1 slated.8 slate.conf.5 slate-catalog.1 slate-catalog.5; do
+    # The pages as built from doc/*.in, with this build's paths.
     src=$top_builddir/doc/$page
-    [ -f "$src" ] || src=$top_srcdir/doc/$page
-    [ -f "$src" ] || fail "no man page $page"
+    [ -f "$src" ] || fail "$src is not built"
     if [ -n "${file_check[$page]+x}" ]; then
         used[$page]=1
         extract "$src" | tr '\0' '\n' | awk 'NR % 3 == 0' >"$work/$page.example"
