@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# The examples of the README and of the man pages' EXAMPLE(S) sections run as written, in order,
-# against the test image (issue 26). Every indented block of the README and every .nf/.fi block
-# of an EXAMPLE(S) section is found here; each command in it (continuation lines joined) is run,
-# or checked as the file it shows, or skipped with its reason from the table below. A block or
-# command the table does not know is run, and a table entry that matches nothing fails the test,
-# so that no example goes untested silently.
+# The examples of the README and of the man pages run as written, in order, against the test
+# image (issue 26). Every indented block of the README and every .nf/.fi block of the man pages
+# (as built, with this build's paths) is found here; each command in it (continuation lines
+# joined) is run, or checked as the file it shows (slate.conf(5)'s EXAMPLE), or skipped with its
+# reason from the table below, by command or by whole section. A block or command the table does
+# not know is run, and a table entry that matches nothing fails the test, so that no example
+# goes untested silently. Some examples' output and effects are checked too (want_out, after).
 #
 # The README's commands run in $top_builddir with the build tree first on PATH, as the README
 # says, each in this shell (an export holds for the next ones) with stdin from /dev/null. Three
@@ -28,7 +29,7 @@ slate=$top_builddir/slate
 
 # ---- what cannot run here, and why (keys: the command as extracted, or "SECTION:" for a block)
 declare -A skip=(
-    ["Layout:"]="a map of the source tree, not commands"
+    ["README:Layout:"]="a map of the source tree, not commands"
     [".ci/setup && make demo"]="installs Debian packages (network) and builds the test image; \
 this test boots the same image"
     ["make check"]="this test runs inside make check"
@@ -39,6 +40,12 @@ changes the host's users and /run; tests/unit/systemd-units.test checks the entr
     ["sudo systemctl daemon-reload && sudo systemctl enable --now slated.socket slated.service"]="\
 needs systemd as PID 1 and an installed slated; tests/unit/systemd-activation.test covers it"
     ["sudo usermod -aG slate \"\$USER\""]="changes the host's groups"
+    ["slate-catalog.1:COMMANDS:"]="the shape of verify --json's output, not commands"
+    ["slate.conf.5:DESCRIPTION:"]="slated's messages for a bad file, not commands"
+    ["slated.8:MASTER KEY:"]="moves the installed slated's master key into a systemd credential: \
+needs systemd as PID 1 and the host's credential key"
+    ["slated.8:STOPPING AND RESTARTING:"]="a drop-in for the installed slated.service; \
+tests/unit/systemd-units.test verifies the units"
     ["slate console dev"]="interactive: it copies the serial console until Ctrl-] on a terminal; \
 tests/integration/boot-test-image.sh reads the console"
 )
@@ -87,7 +94,7 @@ lines = open(path, encoding="utf-8").read().split("\n")
 out = sys.stdout
 def emit(lineno, section, cmd):
     cmd = re.sub(r"\s+#\s.*$", "", cmd)  # a trailing comment
-    if cmd or not section.startswith("EXAMPLE"):
+    if cmd or section == "Layout":
         out.write(f"{lineno}\0{section}\0{cmd}\0")
 def commands(block):  # [(lineno, text)] -> commands, continuation lines joined
     cur, start = "", None
@@ -123,7 +130,7 @@ else:
     for i, l in enumerate(lines, 1):
         if l.startswith(".SH"):
             section = l[3:].strip().strip('"')
-        elif section in ("EXAMPLE", "EXAMPLES") and l == ".nf":
+        elif l == ".nf":
             nf, block = True, []
         elif nf and l == ".fi":
             nf = False
@@ -179,7 +186,7 @@ $(tail -n 20 "$out")"
     fi
 }
 
-# classify SOURCE:LINE SECTION CMD: 0 when it is to be run, 1 when skipped (and logged).
+# classify SOURCE:LINE SOURCE:SECTION CMD: 0 when it is to be run, 1 when skipped (and logged).
 classify() {
     local where=$1 section=$2 cmd=$3 key
     for key in "$section:" "$cmd"; do
@@ -198,7 +205,7 @@ readme=$top_srcdir/README
 cd "$top_builddir"
 log "README rewrites: /tmp/slate -> $work/slate, images/test/out -> $test_image_dir, dev -> $ws"
 while IFS= read -r -d '' line && IFS= read -r -d '' section && IFS= read -r -d '' cmd; do
-    classify "README:$line" "$section" "$cmd" || continue
+    classify "README:$line" "README:$section" "$cmd" || continue
     run=${cmd//\/tmp\/slate/$work\/slate}
     run=${run//images\/test\/out/$test_image_dir}
     [[ $run == slate\ * ]] && run=$(sed -E "s/(^| )dev( |$)/\1$ws\2/g; s/(^| )dev( |$)/\1$ws\2/g" <<<"$run")
@@ -211,30 +218,34 @@ done < <(extract "$readme")
 "$slate" ls --json | grep -q "\"$ws\"" && fail "the README's workspace is still there after slate rm"
 stop_readme_slated
 
-# ---- the man pages' EXAMPLE(S) sections, in a directory of their own
+# ---- the man pages' blocks (.nf/.fi), in a directory of their own
 mkdir -p "$work/man"
 cd "$work/man"
+for f in "${!fixture[@]}"; do cp "${fixture[$f]}" "$f"; done
 for page in slate.1 slated.8 slate.conf.5 slate-catalog.1 slate-catalog.5; do
     # The pages as built from doc/*.in, with this build's paths.
     src=$top_builddir/doc/$page
     [ -f "$src" ] || fail "$src is not built"
-    if [ -n "${file_check[$page]+x}" ]; then
-        used[$page]=1
-        extract "$src" | tr '\0' '\n' | awk 'NR % 3 == 0' >"$work/$page.example"
-        [ -s "$work/$page.example" ] || fail "$page: its example is empty"
-        log "$page: its example, checked with ${file_check[$page]}"
-        sed 's/^/#   /' "$work/$page.example" >&2
-        # shellcheck disable=SC2086 # a command and its options
-        ${file_check[$page]} "$work/$page.example" || fail "$page: its example is refused"
-        ran=$((ran + 1))
-        continue
-    fi
-    for f in "${!fixture[@]}"; do [ -e "$f" ] || cp "${fixture[$f]}" "$f"; done
+    example=$work/$page.example
+    : >"$example"
     while IFS= read -r -d '' line && IFS= read -r -d '' section && IFS= read -r -d '' cmd; do
-        classify "$page:$line" "$section" "$cmd" || continue
+        if [[ $section == EXAMPLE* && -n ${file_check[$page]+x} ]]; then
+            printf '%s\n' "$cmd" >>"$example"
+            continue
+        fi
+        classify "$page:$line" "$page:$section" "$cmd" || continue
         run_example "$page:$line" "$cmd" "PATH=$top_builddir:\$PATH; $cmd"
         ran=$((ran + 1))
     done < <(extract "$src")
+    if [ -n "${file_check[$page]+x}" ]; then
+        used[$page]=1
+        [ -s "$example" ] || fail "$page: its example is empty"
+        log "$page: its example, checked with ${file_check[$page]}"
+        sed 's/^/#   /' "$example" >&2
+        # shellcheck disable=SC2086 # a command and its options
+        ${file_check[$page]} "$example" || fail "$page: its example is refused"
+        ran=$((ran + 1))
+    fi
 done
 
 for key in "${!skip[@]}" "${!input[@]}" "${!file_check[@]}" "${!after[@]}" "${!want_out[@]}"; do
