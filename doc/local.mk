@@ -1,2 +1,36 @@
 EXTRA_DIST += doc/api.md doc/performance.md
-dist_man_MANS += doc/slate.1 doc/slated.8
+
+# The man pages name the directories this build uses (issue 26): each is made from its .in
+# template with the paths configure chose, as the systemd units are (systemd_subst), with the
+# hyphens escaped for troff. A --with-*dir=no leaves the page naming the usual directory.
+slate_man_pages = doc/slate.1 doc/slated.8 doc/slate.conf.5 doc/slate-catalog.1 doc/slate-catalog.5
+man_MANS += $(slate_man_pages)
+EXTRA_DIST += $(slate_man_pages:=.in)
+CLEANFILES += $(slate_man_pages)
+man_gen = $(AM_V_GEN)$(MKDIR_P) $(@D) && \
+	e() { printf '%s' "$$1" | $(SED) 's/-/\\\\-/g'; } && \
+	units='$(systemdsystemunitdir)' tmpfiles='$(tmpfilesdir)' sysusers='$(sysusersdir)' \
+	completions='$(bashcompletiondir)' && \
+	$(SED) -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' \
+	-e "s|@bindir[@]|$$(e '$(bindir)')|g" \
+	-e "s|@sysconfdir[@]|$$(e '$(sysconfdir)')|g" \
+	-e "s|@localstatedir[@]|$$(e '$(localstatedir)')|g" \
+	-e "s|@pkgdatadir[@]|$$(e '$(pkgdatadir)')|g" \
+	-e "s|@runtimedir[@]|$$(e '$(slate_runtimedir)')|g" \
+	-e "s|@systemdsystemunitdir[@]|$$(e "$${units:-/lib/systemd/system}")|g" \
+	-e "s|@tmpfilesdir[@]|$$(e "$${tmpfiles:-/usr/lib/tmpfiles.d}")|g" \
+	-e "s|@sysusersdir[@]|$$(e "$${sysusers:-/usr/lib/sysusers.d}")|g" \
+	-e "s|@bashcompletiondir[@]|$$(e "$${completions:-/usr/share/bash-completion/completions}")|g" \
+	$(srcdir)/$@.in >$@.tmp && \
+	if grep -n '@[a-zA-Z_]*@' $@.tmp; then echo "$@: unsubstituted" >&2; rm -f $@.tmp; exit 1; fi && \
+	mv $@.tmp $@
+doc/slate.1: $(srcdir)/doc/slate.1.in Makefile
+	$(man_gen)
+doc/slated.8: $(srcdir)/doc/slated.8.in Makefile
+	$(man_gen)
+doc/slate.conf.5: $(srcdir)/doc/slate.conf.5.in Makefile
+	$(man_gen)
+doc/slate-catalog.1: $(srcdir)/doc/slate-catalog.1.in Makefile
+	$(man_gen)
+doc/slate-catalog.5: $(srcdir)/doc/slate-catalog.5.in Makefile
+	$(man_gen)

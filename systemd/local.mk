@@ -34,11 +34,10 @@ else
 EXTRA_DIST += systemd/sysusers.d/slate.conf
 endif
 if HAVE_BASHCOMPLETIONDIR
-dist_bashcompletion_DATA = completions/slate
+dist_bashcompletion_DATA = completions/slate completions/slated
 else
-EXTRA_DIST += completions/slate
+EXTRA_DIST += completions/slate completions/slated
 endif
-dist_man_MANS += doc/slate.conf.5
 
 # Where make install puts what (tests/unit/install-files.test reads it).
 print-install-dirs:

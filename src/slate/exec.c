@@ -540,7 +540,7 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 			printf("Usage: slate run [--rm] [--name NAME] [--image ID] "
 			       "[--share HOSTDIR[:GUESTDIR][:ro]]... [--egress allow-all|deny-all] "
 			       "[--allow HOST]... [--deny HOST]... [-i] [-t] [--timeout S] "
-			       "-- CMD [ARG]...\n"
+			       "[--user USER] [--workdir DIR] -- CMD [ARG]...\n"
 			       "Create the workspace NAME unless it exists (default: a new, unique "
 			       "name), start it unless it runs, and run CMD in it; CMD's exit "
 			       "status "

@@ -233,6 +233,21 @@ static int open_storage(const struct options *o, int state_fd, struct daemon_ctx
 	return 0;
 }
 
+/* Creates the missing parents of the state directory dir, traversable by everyone. */
+static int state_dir_parents(const char *dir)
+{
+	_cleanup_free_ char *p = strdup(dir);
+	char *slash;
+
+	if (!p)
+		return -ENOMEM;
+	slash = strrchr(p, '/');
+	if (!slash || slash == p)
+		return 0;
+	*slash = '\0';
+	return fs_mkdir_p(p, 0711);
+}
+
 /*
  * Detaches from the terminal. The parent exits only when the child reports that it serves
  * (or why it cannot), so "slated && slate version" never races.
@@ -356,7 +371,14 @@ int main(int argc, char **argv)
 		log_set_max_level(r);
 	}
 
-	r = fs_mkdir_p(o.state_dir, 0700);
+	/*
+	 * Missing parents of the state directory (--state-dir /tmp/slate/state) are made 0711, not
+	 * 0700: QEMU, running as its own user, must reach the disks below them, as it may through
+	 * the state directory itself (fs_make_traversable).
+	 */
+	r = state_dir_parents(o.state_dir);
+	if (r >= 0)
+		r = fs_mkdir_p(o.state_dir, 0700);
 	if (r < 0)
 		return log_error_errno(r, "cannot create state directory %s", o.state_dir),
 		       EXIT_FAILURE;

@@ -185,5 +185,19 @@ int main(int argc, char **argv)
 			printf("%s\t%s\n", k[i].name, k[i].def ? k[i].def : "");
 		return 0;
 	}
+	/* For tests/integration/doc-examples.sh: a file (slate.conf(5)'s example) slated accepts. */
+	if (argc == 3 && streq(argv[1], "--check")) {
+		struct conf *c = NULL;
+		struct conf_error err = {0};
+		int r = conf_load(argv[2], &c, &err);
+
+		if (r < 0) {
+			fprintf(stderr, "%s:%u: %s\n", argv[2], err.line,
+			        err.message[0] ? err.message : slate_strerror(r));
+			return 1;
+		}
+		conf_free(c);
+		return 0;
+	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

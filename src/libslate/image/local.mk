@@ -37,7 +37,7 @@ tests_unit_test_fuzz_corpus_catalog_LDADD = $(LIBSLATE_LIBS)
 integration_tests += tests/integration/slate-catalog.sh
 EXTRA_DIST += tests/integration/slate-catalog.sh
 
-dist_man_MANS += doc/slate-catalog.1 doc/slate-catalog.5
+# slate-catalog(1) and (5): doc/local.mk generates them with the man pages.
 EXTRA_DIST += doc/catalog.md
 src_libslate_libslate_la_SOURCES += src/libslate/image/store.c
 

@@ -20,7 +20,7 @@
 #define CONF_MAX_KEYS 128
 #define CONF_NAME_MAX 64
 
-/* Every key of slate.conf, one line each; doc/slate.conf.5 describes each (man-coverage.test). */
+/* Every key of slate.conf, one line each; doc/slate.conf.5.in describes each (man-coverage.test). */
 static const struct conf_key keys[] = {
         {.name = "state-dir", .type = CONF_PATH, .def = SLATE_STATE_DIR},
         {.name = "runtime-dir", .type = CONF_PATH, .def = SLATE_RUNTIME_DIR},

@@ -8,7 +8,7 @@
  * refused, and the error names the line. See slate.conf(5).
  *
  * Every key is one line of the table in conf.c (name, type, default). To add one: add that
- * line, describe the key in doc/slate.conf.5 (tests/unit/man-coverage.test fails until it is),
+ * line, describe the key in doc/slate.conf.5.in (tests/unit/man-coverage.test fails until it is),
  * and read it with conf_value().
  */
 
