@@ -529,7 +529,7 @@ static int cleanup_runtime_dir(const char *dir, const char *uri, char *msg, size
 
 /*
  * slated --cleanup: what a stopped slated leaves behind, removed when nothing uses it. One line
- * per thing on standard output. Exit 0 when nothing is left, 1 when something stays.
+ * per thing. Exit 0 when nothing is left, 1 when something stays.
  */
 static int run_cleanup(const struct options *o)
 {
@@ -553,15 +553,23 @@ static int run_cleanup(const struct options *o)
 		if (r < 0)
 			return log_error_errno(r, "cannot lock %s/slated.lock", o->state_dir),
 			       EXIT_FAILURE;
-		if (release_pool(state_fd, o->state_dir, o->libvirt_uri, msg, sizeof(msg)) < 0)
-			status = EXIT_FAILURE;
+		r = release_pool(state_fd, o->state_dir, o->libvirt_uri, msg, sizeof(msg));
 	} else {
+		r = 0;
 		(void)snprintf(msg, sizeof(msg), "there is no state directory %s", o->state_dir);
 	}
-	printf("%s\n", msg);
-	if (cleanup_runtime_dir(o->runtime_dir, o->libvirt_uri, msg, sizeof(msg)) < 0)
+	/* What was done (or had nothing to do) on standard output, what stays on standard error. */
+	if (r < 0) {
+		fprintf(stderr, "slated: %s\n", msg);
 		status = EXIT_FAILURE;
-	printf("%s\n", msg);
+	} else
+		printf("%s\n", msg);
+	r = cleanup_runtime_dir(o->runtime_dir, o->libvirt_uri, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, "slated: %s\n", msg);
+		status = EXIT_FAILURE;
+	} else
+		printf("%s\n", msg);
 	return status;
 }
 
