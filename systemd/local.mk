@@ -34,9 +34,9 @@ else
 EXTRA_DIST += systemd/sysusers.d/slate.conf
 endif
 if HAVE_BASHCOMPLETIONDIR
-dist_bashcompletion_DATA = completions/slate
+dist_bashcompletion_DATA = completions/slate completions/slated
 else
-EXTRA_DIST += completions/slate
+EXTRA_DIST += completions/slate completions/slated
 endif
 dist_man_MANS += doc/slate.conf.5
 
