@@ -212,6 +212,23 @@ expect_fail 1 "stays mounted: something has files open" \
 grep -q "^removed the runtime directory $work/run$" "$work/out" || fail "slated --cleanup said: $(cat "$work/out")"
 [ -e "$work/run" ] && fail "slated --cleanup left $work/run"
 exec 9<&-
+# A running domain with a file in the pool keeps it mounted: libvirt is asked, since QEMU in
+# libvirt's own mount namespace does not keep the host's mount busy.
+truncate -s 1M "$work/ext4-state/pool/cd.img"
+chmod 0711 "$work/ext4-state" # as tmpfiles.d makes /var/lib/slate: QEMU runs as its own user
+cat >"$work/dom-pool.xml" <<XML
+<domain type='qemu'><name>slate-pooluser-$$</name><memory unit='MiB'>32</memory>
+<os><type arch='x86_64'>hvm</type></os><devices><disk type='file' device='cdrom'>
+<source file='$work/ext4-state/pool/cd.img'/><target dev='hdc' bus='ide'/><readonly/></disk>
+</devices></domain>
+XML
+virsh -q -c "$SLATE_TEST_URI" create "$work/dom-pool.xml" >/dev/null
+on_exit destroy_quietly "slate-pooluser-$$"
+expect_fail 1 "storage pool $work/ext4-state/pool stays mounted: 1 running domain (slate-pooluser-$$) uses it" \
+    "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
+mountpoint -q "$work/ext4-state/pool" || fail "slated --cleanup unmounted a pool a domain uses"
+virsh -q -c "$SLATE_TEST_URI" destroy "slate-pooluser-$$" >/dev/null
+rm -f "$work/ext4-state/pool/cd.img"
 "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run" >"$work/out" ||
     fail "slated --cleanup: $(cat "$work/out")"
 grep -q "^unmounted the storage pool $work/ext4-state/pool" "$work/out" || fail "slated --cleanup said: $(cat "$work/out")"
