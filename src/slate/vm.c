@@ -303,10 +303,12 @@ int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, con
 	(void)curl_easy_setopt(curl, CURLOPT_URL, "http://slated/");
 	(void)curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
 	cc = curl_easy_perform(curl);
-	if (cc != CURLE_OK)
-		return slate_fail(what, "cannot reach slated at %s: %s", ctx->socket,
-		                  curl_easy_strerror(cc)),
-		       -1;
+	if (cc != CURLE_OK) {
+		char why[1024];
+
+		(void)api_socket_explain(ctx->socket, curl_easy_strerror(cc), why, sizeof(why));
+		return slate_fail(what, "%s", why), -1;
+	}
 	if (curl_easy_getinfo(curl, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
 	    sock == CURL_SOCKET_BAD)
 		return slate_fail(what, "no socket"), -1;

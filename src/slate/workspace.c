@@ -2,6 +2,7 @@
 /* Workspace commands: create, ls, describe, reset, wipe-home, wipe, rm, checkpoint. */
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,11 +308,12 @@ int cmd_ls(struct slate_ctx *ctx, int argc, char **argv)
 {
 	_cleanup_json_ struct json_object *reply = NULL;
 	struct json_object *arr;
+	bool owners;
 	int r;
 
-	r = parse_simple(
-	        ctx, argc, argv, NULL,
-	        "Usage: slate ls [--json]\nList your workspaces: name, state, image, disk use.\n");
+	r = parse_simple(ctx, argc, argv, NULL,
+	                 "Usage: slate ls [--json]\nList your workspaces: name, state, image, disk "
+	                 "use; root's list has every user's, with an OWNER column.\n");
 	if (r < 0)
 		return parse_exit(r);
 	if (r != argc)
@@ -323,11 +325,23 @@ int cmd_ls(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_print_json(reply), EXIT_SUCCESS;
 	if (json_get_array(reply, "workspaces", &arr) < 0)
 		return slate_fail("ls", "slated's reply has no workspace list");
-	printf("%-24s %-12s %-20s %10s\n", "NAME", "STATE", "IMAGE", "DISK USE");
+	/* Root sees every user's workspaces: then each line says whose (last, so that scripts
+	 * reading the first columns keep working). */
+	owners = geteuid() == 0;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		int64_t uid = -1;
+
+		(void)json_get_int64(json_object_array_get_idx(arr, i), "owner", &uid);
+		if (uid != (int64_t)geteuid())
+			owners = true;
+	}
+	printf("%-24s %-12s %-20s %10s%s\n", "NAME", "STATE", "IMAGE", "DISK USE",
+	       owners ? "  OWNER" : "");
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		struct json_object *w = json_object_array_get_idx(arr, i);
 		const char *name = "?", *state = "?", *image = "?";
-		char sz[32];
+		char sz[32], owner[64] = "";
+		int64_t uid = -1;
 
 		(void)json_get_string(w, "name", &name);
 		(void)json_get_string(w, "state", &state);
@@ -335,7 +349,17 @@ int cmd_ls(struct slate_ctx *ctx, int argc, char **argv)
 		size_format((uint64_t)(usage_physical(w, "disk") + usage_physical(w, "home") +
 		                       usage_physical(w, "checkpoints")),
 		            sz, sizeof(sz));
-		printf("%-24s %-12s %-20s %10s\n", name, state, image, sz);
+		if (owners) {
+			struct passwd *pw;
+
+			(void)json_get_int64(w, "owner", &uid);
+			pw = uid >= 0 ? getpwuid((uid_t)uid) : NULL;
+			if (pw)
+				(void)snprintf(owner, sizeof(owner), "  %s", pw->pw_name);
+			else
+				(void)snprintf(owner, sizeof(owner), "  %lld", (long long)uid);
+		}
+		printf("%-24s %-12s %-20s %10s%s\n", name, state, image, sz, owner);
 	}
 	return EXIT_SUCCESS;
 }

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "image/postinstall.h"
 #include "image/store.h"
 #include "secrets/install.h"
+#include "storage/rmtree.h"
 #include "storage/storage.h"
 #include "util/conf.h"
 #include "util/error.h"
@@ -28,11 +31,13 @@
 #include "util/log.h"
 #include "util/size.h"
 #include "version.h"
+#include "vm/domain.h"
 #include "vm/kvm.h"
 #include "workspace/workspace.h"
 
 struct options {
 	bool foreground;
+	bool cleanup;
 	const char *config;
 	char *state_dir;
 	char *runtime_dir;
@@ -44,6 +49,7 @@ struct options {
 	char *channel;
 	char *catalog_url;
 	char *core_dumps;
+	char *socket_group;
 };
 
 static void usage(FILE *f)
@@ -55,8 +61,13 @@ static void usage(FILE *f)
 	        "  -c, --config FILE       configuration file (default %s/slate.conf)\n"
 	        "      --state-dir DIR     state directory (default %s)\n"
 	        "      --runtime-dir DIR   runtime directory, holds slated.sock (default %s)\n"
+	        "      --socket-group GROUP  the group that may use slated.sock (default: slate,\n"
+	        "                          when that group exists; else root only)\n"
 	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
 	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
+	        "      --cleanup           serve nothing: unmount the state directory's storage\n"
+	        "                          pool and remove the runtime directory, when no\n"
+	        "                          slated and no domain uses them, and say what it did\n"
 	        "      --probe-kvm         only say whether QEMU can run guests under KVM here:\n"
 	        "                          exit 0 when it can, 1 when /dev/kvm exists but it\n"
 	        "                          cannot, 2 when there is no usable /dev/kvm\n"
@@ -84,7 +95,15 @@ static int probe_kvm(void)
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_STATE = 256, OPT_RUNTIME, OPT_URI, OPT_LOG, OPT_PROBE_KVM };
+	enum {
+		OPT_STATE = 256,
+		OPT_RUNTIME,
+		OPT_URI,
+		OPT_LOG,
+		OPT_PROBE_KVM,
+		OPT_SOCKET_GROUP,
+		OPT_CLEANUP
+	};
 	static const struct option longopts[] = {
 	        {"foreground", no_argument, NULL, 'f'},
 	        {"config", required_argument, NULL, 'c'},
@@ -93,6 +112,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	        {"libvirt-uri", required_argument, NULL, OPT_URI},
 	        {"log-level", required_argument, NULL, OPT_LOG},
 	        {"probe-kvm", no_argument, NULL, OPT_PROBE_KVM},
+	        {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
+	        {"cleanup", no_argument, NULL, OPT_CLEANUP},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
@@ -122,6 +143,13 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_LOG:
 			free(o->log_level);
 			o->log_level = strdup(optarg);
+			break;
+		case OPT_SOCKET_GROUP:
+			free(o->socket_group);
+			o->socket_group = strdup(optarg);
+			break;
+		case OPT_CLEANUP:
+			o->cleanup = true;
 			break;
 		case OPT_PROBE_KVM:
 			exit(probe_kvm());
@@ -177,6 +205,7 @@ static int apply_config(struct options *o)
 	FILL(channel, "channel");
 	FILL(catalog_url, "catalog-url");
 	FILL(core_dumps, "core-dumps");
+	FILL(socket_group, "socket-group");
 #undef FILL
 	return 0;
 }
@@ -328,6 +357,237 @@ static unsigned idle_timeout_from_env(void)
 	return (unsigned)n;
 }
 
+/*
+ * The group of slated.sock: --socket-group / socket-group (a name or a gid, which must exist),
+ * else "slate" when that group exists, else none: (gid_t)-1 leaves the socket root's, so only
+ * root may use it. *ret_name gets the group's name ("" for none).
+ */
+static int socket_group_resolve(const char *spec, gid_t *ret_gid, char *ret_name, size_t len)
+{
+	struct group *gr;
+	unsigned long n;
+	char *end;
+
+	ret_name[0] = '\0';
+	if (!spec) {
+		gr = getgrnam("slate");
+		*ret_gid = gr ? gr->gr_gid : (gid_t)-1;
+		if (gr)
+			(void)snprintf(ret_name, len, "%s", gr->gr_name);
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(spec, &end, 10);
+	if (*spec >= '0' && *spec <= '9' && !*end && !errno && n < (unsigned long)(gid_t)-1) {
+		gr = getgrgid((gid_t)n);
+		*ret_gid = (gid_t)n;
+		(void)snprintf(ret_name, len, "%s", gr ? gr->gr_name : spec);
+		return 0;
+	}
+	gr = getgrnam(spec);
+	if (!gr)
+		return log_error_errno(-ENOENT, "socket group '%s': no such group (groupadd %s)",
+		                       spec, spec);
+	*ret_gid = gr->gr_gid;
+	(void)snprintf(ret_name, len, "%s", gr->gr_name);
+	return 0;
+}
+
+/* Whether <state>/pool is a mount point (the pool's mount, normally). */
+static bool pool_mounted(int state_fd)
+{
+	struct stat a, b;
+
+	return fstat(state_fd, &a) == 0 &&
+	       fstatat(state_fd, "pool", &b, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(b.st_mode) &&
+	       a.st_dev != b.st_dev;
+}
+
+/*
+ * Unmounts the loop-backed pool of the state directory when no domain and nothing else uses
+ * it; running workspaces keep theirs mounted. msg says what happened. Returns 1 when it
+ * unmounted the pool, 0 when none was mounted, < 0 when it stays mounted.
+ */
+static int release_pool(int state_fd, const char *state_dir, const char *uri, char *msg, size_t len)
+{
+	_cleanup_free_ char *canon = NULL, *pool = NULL, *why = NULL;
+	char first[256] = "";
+	int n, r;
+
+	if (!pool_mounted(state_fd)) {
+		(void)snprintf(msg, len, "no storage pool is mounted on %s/pool", state_dir);
+		return 0;
+	}
+	canon = realpath(state_dir, NULL);
+	if (!canon)
+		return (void)snprintf(msg, len, "cannot resolve %s: %s", state_dir,
+		                      strerror(errno)),
+		       -errno;
+	pool = fs_path_join(canon, "pool");
+	if (!pool)
+		return -ENOMEM;
+	/* QEMU may run in libvirt's own mount namespace, where it does not keep ours busy. */
+	n = vm_domains_using(uri, pool, first, sizeof(first));
+	if (n < 0) {
+		(void)snprintf(msg, len,
+		               "the storage pool %s stays mounted: cannot ask libvirt (%s) whether "
+		               "a domain uses it",
+		               pool, uri);
+		return n;
+	}
+	if (n > 0) {
+		(void)snprintf(
+		        msg, len,
+		        "the storage pool %s stays mounted: %d running domain%s (%s%s) use%s "
+		        "it",
+		        pool, n, n == 1 ? "" : "s", first, n == 1 ? "" : ", ...",
+		        n == 1 ? "s" : "");
+		return -EBUSY;
+	}
+	r = storage_pool_unmount(state_fd, canon, &why);
+	if (r == -EBUSY)
+		(void)snprintf(msg, len,
+		               "the storage pool %s stays mounted: something has files open in it "
+		               "('fuser -vm %s' says what)",
+		               pool, pool);
+	else if (r < 0)
+		(void)snprintf(msg, len, "the storage pool %s stays mounted: %s", pool,
+		               why ? why : slate_strerror(r));
+	else if (r > 0)
+		(void)snprintf(msg, len, "unmounted the storage pool %s (%s/pool.img stays)", pool,
+		               canon);
+	else
+		(void)snprintf(msg, len, "no storage pool is mounted on %s", pool);
+	return r;
+}
+
+/* connect() to a unix socket: 0 when something listens there. */
+static int socket_listens(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	_cleanup_close_ int fd = -1;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	return connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+}
+
+/*
+ * Removes the runtime directory when no slated serves its socket and no domain uses it: only
+ * what slated makes there (a stale slated.sock, vm/ and ssh-agent/), then the directory itself if that left it empty. Returns 1 when it is
+ * gone, 0 when it was not there, < 0 when it stays (msg says why).
+ */
+static int cleanup_runtime_dir(const char *dir, const char *uri, char *msg, size_t len)
+{
+	static const char *const made[] = {"vm", "ssh-agent"};
+	_cleanup_free_ char *sock = fs_path_join(dir, "slated.sock");
+	_cleanup_close_ int fd = -1;
+	char first[256] = "";
+	int n, r;
+
+	if (!sock)
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		(void)snprintf(msg, len, "there is no runtime directory %s", dir);
+		return 0;
+	}
+	if (fd < 0)
+		return (void)snprintf(msg, len, "cannot open the runtime directory %s: %s", dir,
+		                      strerror(errno)),
+		       -errno;
+	if (socket_listens(sock) == 0) {
+		(void)snprintf(msg, len, "the runtime directory %s stays: a slated serves %s", dir,
+		               sock);
+		return -EBUSY;
+	}
+	n = vm_domains_using(uri, dir, first, sizeof(first));
+	if (n != 0) {
+		(void)snprintf(msg, len, "the runtime directory %s stays: %s%s", dir,
+		               n < 0 ? "cannot ask libvirt whether a domain uses it" : "domain ",
+		               n < 0 ? "" : first);
+		return n < 0 ? n : -EBUSY;
+	}
+	if (unlinkat(fd, "slated.sock", 0) < 0 && errno != ENOENT)
+		return (void)snprintf(msg, len, "cannot remove %s: %s", sock, strerror(errno)),
+		       -errno;
+	/* vm/: channel sockets, console logs, share mount points; ssh-agent/: the sockets of
+	 * private agents, which exit within seconds of slated. */
+	for (size_t i = 0; i < ELEMENTSOF(made); i++) {
+		r = rmtree_at(fd, made[i]);
+		if (r == -EBUSY) {
+			(void)snprintf(msg, len,
+			               "the runtime directory %s stays: something is still mounted "
+			               "below %s/%s (a share of a workspace)",
+			               dir, dir, made[i]);
+			return r;
+		}
+		if (r < 0 && r != -ENOENT)
+			return (void)snprintf(msg, len, "cannot remove %s/%s: %s", dir, made[i],
+			                      slate_strerror(r)),
+			       r;
+	}
+	if (rmdir(dir) < 0) {
+		r = -errno;
+		(void)snprintf(msg, len, "the runtime directory %s stays: %s%s", dir,
+		               r == -ENOTEMPTY ? "it holds files slated did not make" : "",
+		               r == -ENOTEMPTY ? "" : strerror(-r));
+		return r;
+	}
+	(void)snprintf(msg, len, "removed the runtime directory %s", dir);
+	return 1;
+}
+
+/*
+ * slated --cleanup: what a stopped slated leaves behind, removed when nothing uses it. One line
+ * per thing. Exit 0 when nothing is left, 1 when something stays.
+ */
+static int run_cleanup(const struct options *o)
+{
+	_cleanup_close_ int state_fd = -1, lock_fd = -1;
+	char msg[1024];
+	int r, status = EXIT_SUCCESS;
+
+	state_fd = open(o->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (state_fd < 0 && errno != ENOENT)
+		return log_error_errno(-errno, "cannot open state directory %s", o->state_dir),
+		       EXIT_FAILURE;
+	if (state_fd >= 0) {
+		/* The lock also keeps a slated from starting (and mounting) meanwhile. */
+		r = fs_lock_at(state_fd, "slated.lock", &lock_fd);
+		if (r == -EWOULDBLOCK) {
+			log_error("a slated serves state directory %s: stop it first, nothing "
+			          "was cleaned up",
+			          o->state_dir);
+			return EXIT_FAILURE;
+		}
+		if (r < 0)
+			return log_error_errno(r, "cannot lock %s/slated.lock", o->state_dir),
+			       EXIT_FAILURE;
+		r = release_pool(state_fd, o->state_dir, o->libvirt_uri, msg, sizeof(msg));
+	} else {
+		r = 0;
+		(void)snprintf(msg, sizeof(msg), "there is no state directory %s", o->state_dir);
+	}
+	/* What was done (or had nothing to do) on standard output, what stays on standard error. */
+	if (r < 0) {
+		fprintf(stderr, "slated: %s\n", msg);
+		status = EXIT_FAILURE;
+	} else
+		printf("%s\n", msg);
+	r = cleanup_runtime_dir(o->runtime_dir, o->libvirt_uri, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, "slated: %s\n", msg);
+		status = EXIT_FAILURE;
+	} else
+		printf("%s\n", msg);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -338,7 +598,9 @@ int main(int argc, char **argv)
 	const struct api_route *routes;
 	struct api_server_config cfg;
 	_cleanup_free_ char *sock = NULL;
-	struct group *gr;
+	char group_name[64], pool_msg[1024];
+	_cleanup_free_ char *pool_state = NULL;
+	gid_t socket_gid = (gid_t)-1;
 	size_t n_routes;
 	sigset_t mask;
 
@@ -370,6 +632,10 @@ int main(int argc, char **argv)
 		}
 		log_set_max_level(r);
 	}
+	if (o.cleanup)
+		return run_cleanup(&o);
+	if (socket_group_resolve(o.socket_group, &socket_gid, group_name, sizeof(group_name)) < 0)
+		return EXIT_FAILURE;
 
 	/*
 	 * Missing parents of the state directory (--state-dir /tmp/slate/state) are made 0711, not
@@ -381,10 +647,6 @@ int main(int argc, char **argv)
 		r = fs_mkdir_p(o.state_dir, 0700);
 	if (r < 0)
 		return log_error_errno(r, "cannot create state directory %s", o.state_dir),
-		       EXIT_FAILURE;
-	r = fs_mkdir_p(o.runtime_dir, 0755);
-	if (r < 0)
-		return log_error_errno(r, "cannot create runtime directory %s", o.runtime_dir),
 		       EXIT_FAILURE;
 	state_fd = open(o.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (state_fd < 0)
@@ -398,6 +660,11 @@ int main(int argc, char **argv)
 	}
 	if (r < 0)
 		return log_error_errno(r, "cannot lock %s/slated.lock", o.state_dir), EXIT_FAILURE;
+	/* Only now: a slated refused above must leave nothing behind. */
+	r = fs_mkdir_p(o.runtime_dir, 0755);
+	if (r < 0)
+		return log_error_errno(r, "cannot create runtime directory %s", o.runtime_dir),
+		       EXIT_FAILURE;
 
 	/*
 	 * Socket activation: systemd (or systemd-socket-activate) hands us the listening socket as
@@ -438,7 +705,6 @@ int main(int argc, char **argv)
 	sock = fs_path_join(o.runtime_dir, "slated.sock");
 	if (!sock)
 		return EXIT_FAILURE;
-	gr = getgrnam("slate");
 	ctx = (struct daemon_ctx){
 	        .storage = ctx.storage,
 	        .workspaces = ctx.workspaces,
@@ -473,7 +739,7 @@ int main(int argc, char **argv)
 	                                 .idle_timeout_s = idle_timeout_from_env(),
 	                                 .listen_fd = listen_fd,
 	                                 .socket_mode = 0660,
-	                                 .socket_gid = gr ? gr->gr_gid : (gid_t)-1,
+	                                 .socket_gid = socket_gid,
 	                                 .routes = routes,
 	                                 .n_routes = n_routes,
 	                                 .userdata = &ctx};
@@ -486,6 +752,14 @@ int main(int argc, char **argv)
 	}
 	log_info("slated %s serving %s (state %s, libvirt %s)", SLATE_VERSION,
 	         listen_fd >= 0 ? "the socket systemd passed" : sock, o.state_dir, o.libvirt_uri);
+	if (listen_fd >= 0 && o.socket_group)
+		log_notice("socket-group = %s does not apply to the socket systemd passed: its "
+		           "SocketGroup= (slated.socket) does",
+		           o.socket_group);
+	else if (listen_fd < 0)
+		log_info("%s: mode 0660, %s%s%s", sock, group_name[0] ? "group " : "",
+		         group_name[0] ? group_name : "no socket group (root only)",
+		         group_name[0] ? " (and root)" : "");
 	(void)sd_notifyf(0, "READY=1\nSTATUS=serving %s%s%s\nMAINPID=%d",
 	                 listen_fd >= 0 ? "the socket systemd passed" : sock,
 	                 ctx.storage_error ? "; workspace verbs fail: " : "",
@@ -515,7 +789,18 @@ int main(int argc, char **argv)
 	install_free(TAKE_PTR(ctx.install));
 	channels_free(TAKE_PTR(ctx.channels));
 	workspace_store_free(ctx.workspaces);
+	if (ctx.storage && storage_get_kind(ctx.storage) == STORAGE_POOL)
+		pool_state = strdup(storage_state_path(ctx.storage));
 	storage_close(ctx.storage);
+	/* The pool goes with slated unless a running workspace (or anything) still uses it. */
+	if (pool_state) {
+		r = release_pool(state_fd, pool_state, o.libvirt_uri, pool_msg, sizeof(pool_msg));
+		if (r < 0)
+			log_notice("%s; 'slated --cleanup' unmounts it once nothing does",
+			           pool_msg);
+		else
+			log_info("%s", pool_msg);
+	}
 	free(o.state_dir);
 	free(o.runtime_dir);
 	free(o.libvirt_uri);
@@ -526,5 +811,6 @@ int main(int argc, char **argv)
 	free(o.channel);
 	free(o.catalog_url);
 	free(o.core_dumps);
+	free(o.socket_group);
 	return EXIT_SUCCESS;
 }

@@ -12,8 +12,8 @@ pids=()
 cleanup_daemon() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    # slated leaves its loop-backed storage pool mounted (running VMs keep using it).
-    findmnt -rn -o TARGET | grep "^$work/" | sort -r | while read -r m; do umount -l "$m"; done
+    # A slated killed in the middle leaves its loop-backed storage pool mounted.
+    findmnt -rn -o TARGET | { grep "^$work/" || true; } | sort -r | while read -r m; do umount -l "$m"; done
     rm -rf "$work" || true
 }
 trap 'cleanup_daemon; harness_cleanup' EXIT
@@ -70,13 +70,48 @@ if command -v setpriv >/dev/null; then
     if setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$sock" version 2>"$work/nobody.err"; then
         fail "uid 65534 reached a 0660 root socket"
     fi
-    grep -q "cannot reach slated" "$work/nobody.err" || fail "nobody: $(cat "$work/nobody.err")"
+    # The cause is named (permission denied, and the socket's group), not "start slated".
+    grep -q "^slate: version: cannot reach slated at $sock: permission denied: the socket is mode 0660, group $(stat -c %G "$sock")" "$work/nobody.err" &&
+        ! grep -q "start it with" "$work/nobody.err" || fail "nobody: $(cat "$work/nobody.err")"
     chmod 0666 "$sock"
     caller=$(setpriv --reuid=65534 --regid=65534 --clear-groups curl -s --unix-socket "$sock" http://slated/v1/version)
     python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["caller"]["uid"]==65534, d' "$caller" \
         || fail "SO_PEERCRED: $caller"
     chmod 0660 "$sock"
 fi
+
+# The socket's group (issue 26): --socket-group or slate.conf's socket-group, a group that must
+# exist. A user outside it is told so, with the group named; a member gets in; a member whose
+# session predates the usermod is told to log in again.
+grp=slt-g$$
+user=slt-u$$
+add_test_group "$grp"
+add_test_user "$user"
+set +e
+"$slated" --foreground --state-dir "$work/state-g" --runtime-dir "$work/run-g" \
+    --socket-group "nosuch-$$" 2>"$work/err"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q "socket group 'nosuch-$$': no such group" "$work/err" || fail "unknown socket group: rc=$rc $(cat "$work/err")"
+printf 'socket-group = %s\n' "$grp" >"$work/group.conf"
+start_daemon "$work/state-g" "$work/run-g" --config "$work/group.conf"
+gsock=$work/run-g/slated.sock
+[ "$(stat -c '%a %G' "$gsock")" = "660 $grp" ] || fail "socket-group: $(stat -c '%a %G' "$gsock")"
+chmod 0755 "$work" "$work/run-g"
+as_user "$user" "$slate" --socket "$gsock" version 2>"$work/err" && fail "$user reached a socket of group $grp"
+grep -qF "permission denied: the socket is mode 0660, group $grp, and $user is not in group $grp (an administrator adds you with 'usermod -aG $grp $user'" "$work/err" ||
+    fail "outsider: $(cat "$work/err")"
+usermod -aG "$grp" "$user"
+setpriv --reuid="$user" --regid=nogroup --clear-groups "$slate" --socket "$gsock" version 2>"$work/err" &&
+    fail "a session without group $grp got in"
+grep -qF "this session of $user is not in group $grp yet: log in again" "$work/err" || fail "stale session: $(cat "$work/err")"
+as_user "$user" "$slate" --socket "$gsock" version >/dev/null || fail "member of $grp refused"
+caller=$(as_user "$user" curl -s --unix-socket "$gsock" http://slated/v1/version)
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["caller"]["uid"]==int(sys.argv[2]), d' "$caller" "$(id -u "$user")" ||
+    fail "member of $grp: $caller"
+kill "${pids[-1]}"
+wait "${pids[-1]}" || fail "slated with a socket group exited with $?"
+unset 'pids[-1]'
 
 # Bad usage: exit 2, usage on stderr. Failed operation: exit 1, "slate: what: why".
 set +e
@@ -115,6 +150,7 @@ set +e
 "$slated" --foreground --state-dir "$work/state" --runtime-dir "$work/run2" 2>"$work/err"; rc=$?
 set -e
 [ $rc = 1 ] && grep -q "another slated already serves" "$work/err" || fail "second instance: rc=$rc"
+[ -e "$work/run2" ] && fail "a refused second slated created its runtime directory $work/run2"
 "$slate" --socket "$sock" version >/dev/null || fail "first instance died"
 
 # Hostile clients do not hurt it.

@@ -171,6 +171,45 @@ qemu_user() {
     return 0
 }
 
+# add_test_group NAME / add_test_user NAME [GROUP]...: a throwaway group, and a user without home
+# or login shell (primary group nogroup, member of the GROUPs), for the tests that need someone
+# other than root; removed on exit (register the group first: the user goes first). Names must be
+# unique per test run ($$ helps). useradd waits while another holds the lock on /etc/passwd.
+_retry_useradd() {
+    local out=$test_tmpdir/useradd.err
+    for _ in $(seq 40); do
+        "$@" 2>"$out" && return 0
+        grep -qi "lock" "$out" || break
+        sleep 0.25
+    done
+    log "$1 failed: $(cat "$out")"
+    return 1
+}
+add_test_group() {
+    command -v groupadd >/dev/null || skip "groupadd not found (apt-get install passwd)"
+    _retry_useradd groupadd "$1" || skip "cannot add the test group $1"
+    on_exit _retry_useradd groupdel "$1"
+}
+add_test_user() {
+    local name=$1 groups
+    shift
+    command -v useradd >/dev/null || skip "useradd not found (apt-get install passwd)"
+    command -v setpriv >/dev/null || skip "setpriv not found (apt-get install util-linux)"
+    groups=$(
+        IFS=,
+        echo "$*"
+    )
+    _retry_useradd useradd -M -N -g nogroup -s /usr/sbin/nologin ${groups:+-G "$groups"} "$name" ||
+        skip "cannot add the test user $name"
+    on_exit _retry_useradd userdel "$name"
+}
+# as_user NAME COMMAND...: run COMMAND as that user, with the groups a new login of theirs has.
+as_user() {
+    local name=$1
+    shift
+    setpriv --reuid="$name" --regid="$(id -g "$name")" --init-groups "$@"
+}
+
 # ---- a slated of the test's own (the tests that drive it set $slated, $slate, $state, $work) ----
 # shellcheck disable=SC2154 # those four are the calling test's
 

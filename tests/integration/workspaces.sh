@@ -1,9 +1,10 @@
 #!/bin/bash
 # Workspaces through the real daemon and client, on each storage backend: loop-mounted btrfs
 # (subvolumes), XFS with reflink=1 (FICLONE), and the embedded loop pool (state dir on ext4).
-# Covers import, create, ls, describe, reset, wipe-home, wipe, rm, ownership (SO_PEERCRED),
-# refusals (bad names, duplicates, unknown workspace, missing image, running workspace, full
-# filesystem) and a kill -9 of slated in the middle of create and rm.
+# Covers import, create, ls, describe, reset, wipe-home, wipe, rm, ownership (SO_PEERCRED, names
+# and owners as another user sees them), the pool unmounted on a clean stop and by
+# slated --cleanup, refusals (bad names, duplicates, unknown workspace, missing image, running
+# workspace, full filesystem) and a kill -9 of slated in the middle of create and rm.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
 
@@ -13,6 +14,9 @@ ensure_test_image
 slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
+# A user other than root, for names and owners (issue 26).
+tuser=slt-w$$
+add_test_user "$tuser"
 daemon_pid=
 stop_daemon() {
     [ -n "$daemon_pid" ] || return 0
@@ -130,6 +134,23 @@ exercise_backend() { # state-dir expected-kind
     after=$(find "$state" -path '*/ws1/workspace.json' -exec sha256sum {} +)
     [ "$before" = "$after" ] || fail "nobody's requests changed ws1's workspace.json"
     [ "$(s describe ws1 --json | jget disk_present)" = true ] || fail "nobody's requests touched ws1's disk"
+    # Workspace names are one namespace on the host, but what a user is told is their own: a
+    # name another user holds is "not available", with neither "exists" nor whose; their own
+    # taken name "exists already". Root's ls names each workspace's owner (last column); a
+    # user's own list has no such column.
+    ts() { as_user "$tuser" "$slate" --socket "$work/run/slated.sock" "$@"; }
+    expect_fail 1 "creating workspace: the name 'ws1' is not available" ts create ws1
+    grep -q "exists\|root" "$work/err" && fail "another user's name revealed: $(cat "$work/err")"
+    ts create "u-$kind" >/dev/null
+    expect_fail 1 "u-$kind exists already" ts create "u-$kind"
+    s ls >"$work/ls"
+    head -1 "$work/ls" | grep -q "^NAME .*DISK USE  OWNER$" || fail "root's ls has no OWNER column: $(cat "$work/ls")"
+    grep -q "^ws1 .*stopped .*  root$" "$work/ls" && grep -q "^u-$kind .*stopped .*  $tuser$" "$work/ls" ||
+        fail "root's ls: $(cat "$work/ls")"
+    ts ls >"$work/ls"
+    grep -q OWNER "$work/ls" || ! grep -q "^u-$kind .*stopped" "$work/ls" || grep -q "^ws1 " "$work/ls" &&
+        fail "$tuser's ls: $(cat "$work/ls")"
+    ts rm "u-$kind" --yes >/dev/null
     chmod 0660 "$work/run/slated.sock"
 
     # Reset, wipe-home, wipe: each says what it did and describe shows it; the share survives.
@@ -175,15 +196,57 @@ done
 # The embedded pool: a state dir on a filesystem without reflinks (ext4 here).
 on_exit unmount "$work/ext4-state/pool"
 exercise_backend "$work/ext4-state" pool
-# The pool comes back after the daemon restarts (still mounted) and after an unmount (reboot).
+# A clean stop unmounts the pool when nothing uses it (issue 26); the next start attaches it again.
 start_daemon "$work/ext4-state"
 s create survivor >/dev/null
 stop_daemon
-umount "$work/ext4-state/pool"
+mountpoint -q "$work/ext4-state/pool" && fail "the pool stays mounted after a clean stop, unused"
+grep -q "unmounted the storage pool $work/ext4-state/pool" "$work/slated.log" || fail "the log does not say the pool was unmounted"
 start_daemon "$work/ext4-state"
 [ "$(s ls --json | jget workspaces.0.name)" = survivor ] || fail "pool not re-attached after unmount"
+# In use (a file open in it, as QEMU holds a disk): it stays mounted, the log says so, and the
+# next start reuses the mount. slated --cleanup refuses while a slated runs, then unmounts it and
+# removes the runtime directory once nothing uses them.
+exec 9<"$work/ext4-state/pool/workspaces"
+stop_daemon
+mountpoint -q "$work/ext4-state/pool" || fail "the pool was unmounted while in use"
+grep -q "storage pool $work/ext4-state/pool stays mounted: something has files open in it" "$work/slated.log" ||
+    fail "the log does not say why the pool stays mounted"
+start_daemon "$work/ext4-state"
+[ "$(s ls --json | jget workspaces.0.name)" = survivor ] || fail "pool not reused after a restart"
+expect_fail 1 "a slated serves state directory $work/ext4-state: stop it first" \
+    "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
 s rm survivor --yes >/dev/null
 stop_daemon
+expect_fail 1 "stays mounted: something has files open" \
+    "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
+grep -q "^removed the runtime directory $work/run$" "$work/out" || fail "slated --cleanup said: $(cat "$work/out")"
+[ -e "$work/run" ] && fail "slated --cleanup left $work/run"
+exec 9<&-
+# A running domain with a file in the pool keeps it mounted: libvirt is asked, since QEMU in
+# libvirt's own mount namespace does not keep the host's mount busy.
+truncate -s 1M "$work/ext4-state/pool/cd.img"
+chmod 0711 "$work/ext4-state" # as tmpfiles.d makes /var/lib/slate: QEMU runs as its own user
+cat >"$work/dom-pool.xml" <<XML
+<domain type='qemu'><name>slate-pooluser-$$</name><memory unit='MiB'>32</memory>
+<os><type arch='x86_64'>hvm</type></os><devices><disk type='file' device='cdrom'>
+<source file='$work/ext4-state/pool/cd.img'/><target dev='hdc' bus='ide'/><readonly/></disk>
+</devices></domain>
+XML
+virsh -q -c "$SLATE_TEST_URI" create "$work/dom-pool.xml" >/dev/null
+on_exit destroy_quietly "slate-pooluser-$$"
+expect_fail 1 "storage pool $work/ext4-state/pool stays mounted: 1 running domain (slate-pooluser-$$) uses it" \
+    "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
+mountpoint -q "$work/ext4-state/pool" || fail "slated --cleanup unmounted a pool a domain uses"
+virsh -q -c "$SLATE_TEST_URI" destroy "slate-pooluser-$$" >/dev/null
+rm -f "$work/ext4-state/pool/cd.img"
+"$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run" >"$work/out" ||
+    fail "slated --cleanup: $(cat "$work/out")"
+grep -q "^unmounted the storage pool $work/ext4-state/pool" "$work/out" || fail "slated --cleanup said: $(cat "$work/out")"
+mountpoint -q "$work/ext4-state/pool" && fail "slated --cleanup left the pool mounted"
+"$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run" >"$work/out" ||
+    fail "a second slated --cleanup: $(cat "$work/out")"
+grep -q "^no storage pool is mounted" "$work/out" || fail "a second slated --cleanup said: $(cat "$work/out")"
 
 # A full filesystem: a clear error, and nothing half-made left behind.
 mnt=$(make_loop_fs xfs ws-full 300M)

@@ -4,6 +4,7 @@
  * hostile clients (garbage, half requests, oversized headers and bodies, disconnects mid-stream).
  */
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -13,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -402,6 +405,49 @@ static void test_unreachable(void **state)
 	assert_non_null(strstr(err.message, "slated"));
 }
 
+/*
+ * A user the socket's mode keeps out (issue 26) is told so: permission denied, the socket's
+ * group, and no advice to start a slated that runs. Needs root, to be someone else after a fork.
+ */
+static void test_permission_denied(void **state)
+{
+	struct fixture *f = *state;
+	struct group *gr = getgrgid(0);
+	char want[128];
+	pid_t pid;
+	int status;
+
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(gr);
+	(void)snprintf(want, sizeof(want), "permission denied: the socket is mode 0660, group %s",
+	               gr->gr_name);
+	assert_int_equal(chmod(f->dir, 0755), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_cleanup_(api_client_freep) struct api_client *c = NULL;
+		struct json_object *reply = NULL;
+		struct api_error err;
+		int r;
+
+		if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+		    setresuid(65534, 65534, 65534) < 0)
+			_exit(2);
+		if (api_client_new(f->sock, &c) < 0)
+			_exit(3);
+		r = api_client_call(c, "GET", "/echo", NULL, NULL, NULL, &reply, &err);
+		fprintf(stderr, "as uid 65534: %d %s\n", r, err.message);
+		_exit(r == -EACCES && strstr(err.message, want) &&
+		                      !strstr(err.message, "start it with")
+		              ? 0
+		              : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* A server that answers with another API version: the client refuses it by name. */
 static void *fake_daemon(void *p)
 {
@@ -538,6 +584,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_hostile_clients, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_disconnect_mid_stream, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_permission_denied, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

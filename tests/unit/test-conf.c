@@ -29,6 +29,8 @@ static void test_parse_table(void **state)
 	        {"pool-size=1.5T", 0, 0, "pool-size", "1.5T", NULL},
 	        {"log-level = debug", 0, 0, "log-level", "debug", NULL},
 	        {"channel = beta-2.x", 0, 0, "channel", "beta-2.x", NULL},
+	        {"socket-group = dev-team", 0, 0, "socket-group", "dev-team", NULL},
+	        {"socket-group = 1001", 0, 0, "socket-group", "1001", NULL},
 	        {"trusted-keys = /etc/slate/keys # not a comment: part of the path", 0, 0,
 	         "trusted-keys", "/etc/slate/keys # not a comment: part of the path", NULL},
 	        {"libvirt-uri = qemu+ssh://root@host.example/system?keyfile=/k", 0, 0,
@@ -71,6 +73,8 @@ static void test_parse_table(void **state)
 	        {"channel = Stable", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL, "channel = Stable"},
 	        {"channel = a..b", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL, "a name"},
 	        {"channel = -x", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL, "a name"},
+	        {"socket-group = Dev", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL, "a group name"},
+	        {"socket-group = -x", SLATE_ERR_INVALID_FORMAT, 1, NULL, NULL, "a group name"},
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -121,6 +125,7 @@ static void test_table(void **state)
 	assert_string_equal(conf_value(NULL, "libvirt-uri"), "qemu:///system");
 	assert_string_equal(conf_value(NULL, "channel"), "stable");
 	assert_null(conf_value(NULL, "catalog-url"));
+	assert_null(conf_value(NULL, "socket-group")); /* slate when it exists: slated decides */
 	assert_int_equal(conf_check_value(conf_key_find("storage"), "pool", NULL, 0), 0);
 	assert_int_equal(conf_check_value(conf_key_find("storage"), "x", NULL, 0),
 	                 SLATE_ERR_INVALID_FORMAT);

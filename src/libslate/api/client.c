@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <curl/curl.h>
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "api/client.h"
 #include "api/protocol.h"
@@ -250,12 +256,10 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 
 	if (cc == CURLE_COULDNT_CONNECT ||
 	    (cc != CURLE_OK && status == 0 && !st.header_seen_version)) {
-		r = set_error(
-		        err, -ECONNREFUSED,
-		        "cannot reach slated at %s (%s); start it with 'systemctl start "
-		        "slated.socket' or 'slated --foreground', or point --socket/SLATE_SOCKET "
-		        "at a running one",
-		        c->socket_path, curl_easy_strerror(cc));
+		char why[sizeof(err->message)];
+
+		r = api_socket_explain(c->socket_path, curl_easy_strerror(cc), why, sizeof(why));
+		r = set_error(err, r, "%s", why);
 		goto out;
 	}
 	if (!st.header_seen_version) {
@@ -325,4 +329,114 @@ out:
 	json_object_put(st.final);
 	buf_free(st.data);
 	return r;
+}
+
+/* connect() to the socket ourselves: curl only says "Couldn't connect to server". */
+static int socket_connect_errno(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	_cleanup_close_ int fd = -1;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Whether this process has gid among its groups (the ones it runs with, not /etc/group's). */
+static bool in_group(gid_t gid)
+{
+	gid_t groups[256];
+	int n;
+
+	if (getegid() == gid)
+		return true;
+	n = getgroups((int)ELEMENTSOF(groups), groups);
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* Whether /etc/group (or NSS) lists user as a member of gr: then a new login has it. */
+static bool group_lists(const struct group *gr, const char *user)
+{
+	for (char **m = gr ? gr->gr_mem : NULL; m && *m && user; m++)
+		if (streq(*m, user))
+			return true;
+	return false;
+}
+
+int api_socket_explain(const char *socket_path, const char *detail, char *buf, size_t len)
+{
+	static const char start_hint[] =
+	        "start it with 'systemctl start slated.socket' or 'slated --foreground', or "
+	        "point --socket/SLATE_SOCKET at a running one";
+	int r = socket_connect_errno(socket_path);
+	char gname[64], uname[64];
+	struct passwd *pw;
+	struct group *gr;
+	struct stat st;
+
+	if (r != -EACCES && r != -EPERM) {
+		/* Nothing there, nothing listening, or a failure curl saw and we did not. */
+		(void)snprintf(buf, len, "cannot reach slated at %s (%s); %s", socket_path,
+		               r < 0 ? strerror(-r) : detail, start_hint);
+		return -ECONNREFUSED;
+	}
+	if (stat(socket_path, &st) < 0) {
+		/* The socket itself cannot even be looked at: a directory above it is closed. */
+		(void)snprintf(buf, len,
+		               "cannot reach slated at %s: permission denied on a directory above "
+		               "it (slated's runtime directory must be searchable by its users)",
+		               socket_path);
+		return -EACCES;
+	}
+	gr = getgrgid(st.st_gid);
+	if (gr)
+		(void)snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+	else
+		(void)snprintf(gname, sizeof(gname), "%u", (unsigned)st.st_gid);
+	pw = getpwuid(geteuid());
+	if (pw)
+		(void)snprintf(uname, sizeof(uname), "%s", pw->pw_name);
+	else
+		(void)snprintf(uname, sizeof(uname), "%u", (unsigned)geteuid());
+	if (in_group(st.st_gid)) {
+		(void)snprintf(buf, len,
+		               "cannot reach slated at %s: permission denied, although %s is in "
+		               "its group %s: the socket is mode %04o",
+		               socket_path, uname, gname, (unsigned)(st.st_mode & 07777));
+		return -EACCES;
+	}
+	if (st.st_gid == 0) {
+		/* A slated started where no group "slate" exists and without --socket-group. */
+		(void)snprintf(buf, len,
+		               "cannot reach slated at %s: permission denied: the socket is mode "
+		               "%04o, group %s, so only root may use it (start slated with "
+		               "--socket-group GROUP, or make the group slate, to let users in)",
+		               socket_path, (unsigned)(st.st_mode & 07777), gname);
+		return -EACCES;
+	}
+	if (group_lists(gr, uname))
+		/* usermod was run, but this session started before it. */
+		(void)snprintf(buf, len,
+		               "cannot reach slated at %s: permission denied: the socket is mode "
+		               "%04o, group %s, and this session of %s is not in group %s yet: log "
+		               "in again (or run 'newgrp %s')",
+		               socket_path, (unsigned)(st.st_mode & 07777), gname, uname, gname,
+		               gname);
+	else
+		(void)snprintf(buf, len,
+		               "cannot reach slated at %s: permission denied: the socket is mode "
+		               "%04o, group %s, and %s is not in group %s (an administrator adds "
+		               "you with 'usermod -aG %s %s'; then log in again)",
+		               socket_path, (unsigned)(st.st_mode & 07777), gname, uname, gname,
+		               gname, uname);
+	return -EACCES;
 }

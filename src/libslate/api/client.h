@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "util/macro.h"
 
@@ -32,6 +33,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_client *, api_client_free);
 
 /* Returns the socket path the client uses. */
 const char *api_client_socket(const struct api_client *c);
+
+/*
+ * Says why the socket at socket_path cannot be reached, for a connection that failed (detail:
+ * what the transport said). It connects itself to learn the errno curl does not tell: for
+ * EACCES it names the socket's mode and group and whether the caller is in that group; else
+ * how to start slated. Writes the message to buf. Returns -EACCES, else -ECONNREFUSED.
+ */
+int api_socket_explain(const char *socket_path, const char *detail, char *buf, size_t len);
 
 /*
  * Sends method path (e.g. "GET", "/v1/version") with an optional JSON body. For a JSON reply,

@@ -85,6 +85,14 @@ int api_load_visible(struct daemon_ctx *d, const struct api_request *req, const 
 	return 0;
 }
 
+/* Whether the caller may see the existing workspace name (its owner, or root). */
+static bool name_is_callers(struct daemon_ctx *d, const struct api_request *req, const char *name)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+
+	return workspace_load(d->workspaces, name, &w) >= 0 && may_see(&req->caller, w);
+}
+
 static const char *ws_state(const struct daemon_ctx *d, const struct workspace *w, int active)
 {
 	/* Quarantined whatever its domain does (the leak detector paused it). */
@@ -448,6 +456,15 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 		goto out;
 	}
 	r = workspace_create(d->workspaces, &a, &w);
+	if (r == -EEXIST && !name_is_callers(d, req, name)) {
+		/* Names are one namespace on the host; whose a taken name is stays unsaid. */
+		(void)api_reply_error(
+		        reply, 409, API_ERR_CONFLICT,
+		        "creating workspace: the name '%s' is not available (workspace "
+		        "names are shared by all users of this host): choose another",
+		        name);
+		goto out;
+	}
 	if (r == -ENOENT) {
 		(void)api_reply_error(reply, 404, API_ERR_NOT_FOUND,
 		                      "image '%s' is not installed ('slate image ls')", image);

@@ -293,3 +293,34 @@ int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
 		*ret_how = how;
 	return 0;
 }
+
+int pool_unmount(int state_fd, const char *state_path, char **err)
+{
+	_cleanup_free_ char *mnt_path = NULL;
+	_cleanup_close_ int lock = -1;
+	int r;
+
+	mnt_path = fs_path_join(state_path, POOL_MOUNT);
+	if (!mnt_path)
+		return -ENOMEM;
+	/* Not while another slated (or a test) is mounting it. */
+	lock = openat(state_fd, POOL_LOCK, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (lock < 0)
+		return errno == ENOENT ? 0 : -errno; /* never a pool here */
+	while (flock(lock, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	r = pool_is_mounted(state_fd);
+	if (r == -ENOENT)
+		return 0;
+	if (r <= 0)
+		return r;
+	r = check_mounted_pool(state_fd, state_path, err);
+	if (r < 0)
+		return r;
+	if (umount2(mnt_path, UMOUNT_NOFOLLOW) < 0)
+		return storage_fail(err, -errno, "cannot unmount %s: %s", mnt_path,
+		                    strerror(errno));
+	log_debug("unmounted the pool %s", mnt_path);
+	return 1;
+}

@@ -26,3 +26,13 @@ enum pool_how {
  */
 int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
               enum pool_how *ret_how, char **err);
+
+/*
+ * Unmounts <state>/pool if it is this state directory's pool (the loop device then detaches
+ * itself). Plain umount(2): a pool something still has files open in stays mounted. Callers
+ * first make sure no domain uses it (vm_domains_using), since a QEMU in another mount namespace
+ * does not keep the host's mount busy. Returns 1 when it unmounted the pool, 0 when it was not
+ * mounted, -EBUSY when it is in use, -EMEDIUMTYPE when something else is mounted there (*err
+ * says what), or another -errno.
+ */
+int pool_unmount(int state_fd, const char *state_path, char **err);

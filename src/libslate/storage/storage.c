@@ -65,6 +65,11 @@ void storage_close(struct storage *s)
 	free(s);
 }
 
+int storage_pool_unmount(int state_dirfd, const char *state_dir, char **ret_error)
+{
+	return pool_unmount(state_dirfd, state_dir, ret_error);
+}
+
 static bool name_ok(const char *name)
 {
 	return name && *name && !strchr(name, '/') && !streq(name, ".") && !streq(name, "..");

@@ -66,7 +66,16 @@ int storage_open(int state_dirfd, const char *state_dir, const struct storage_co
  */
 int storage_open_err(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
                      struct storage **ret, char **ret_error);
-/* Closes fds. Never unmounts the pool: running VMs keep using it. NULL is fine. */
+/*
+ * Unmounts the loop-backed pool of the state directory state_dirfd (state_dir: absolute and
+ * canonical) when it is mounted and nothing has files open in it. Callers make sure first that
+ * no domain uses it (vm_domains_using): QEMU may run in a mount namespace of libvirt's, where
+ * its open files do not keep the host's mount busy. Returns 1 when it unmounted the pool, 0
+ * when none was mounted, -EBUSY when something still uses it, or another error (*ret_error,
+ * when non-NULL, gets a message then, as for storage_open_err()).
+ */
+int storage_pool_unmount(int state_dirfd, const char *state_dir, char **ret_error);
+/* Closes fds. Never unmounts the pool (storage_pool_unmount() does). NULL is fine. */
 void storage_close(struct storage *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct storage *, storage_close);
 

@@ -24,6 +24,7 @@
 static const struct conf_key keys[] = {
         {.name = "state-dir", .type = CONF_PATH, .def = SLATE_STATE_DIR},
         {.name = "runtime-dir", .type = CONF_PATH, .def = SLATE_RUNTIME_DIR},
+        {.name = "socket-group", .type = CONF_GROUP},
         {.name = "libvirt-uri", .type = CONF_URI, .def = "qemu:///system"},
         {.name = "log-level", .type = CONF_LOG_LEVEL, .def = "info"},
         {.name = "storage", .type = CONF_ENUM, .def = "auto", .choices = "auto|pool|qcow2"},
@@ -125,6 +126,27 @@ static bool name_ok(const char *v)
 	return true;
 }
 
+/* shadow-utils' rule for group names (32 bytes at most), or a number. */
+static bool group_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 32)
+		return false;
+	if (strspn(v, "0123456789") == n)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		char ch = v[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || ch == '_' ||
+		          (i > 0 &&
+		           ((ch >= '0' && ch <= '9') || ch == '-' || (ch == '$' && i == n - 1)));
+
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 /* libvirt parses connection URIs with libxml2's parser: take what it takes, with a scheme. */
 static bool libvirt_uri_ok(const char *v)
 {
@@ -201,6 +223,12 @@ int conf_check_value(const struct conf_key *key, const char *value, char *why, s
 			               "a name of [a-z0-9._-] starting with a letter or digit, at "
 			               "most %d bytes",
 			               CONF_NAME_MAX);
+		return 0;
+	case CONF_GROUP:
+		if (!group_ok(value))
+			return why_set(why, why_len,
+			               "a group name ([a-z_][a-z0-9_-]*, at most 32 bytes) or a "
+			               "numeric gid");
 		return 0;
 	}
 	return -EINVAL;

@@ -26,6 +26,7 @@ enum conf_type {
 	CONF_URI,       /* a libvirt connection URI, as libxml2's URI parser (libvirt's) takes it */
 	CONF_URL,       /* an http(s):// or file:// URL (curl's parser), or an absolute path */
 	CONF_NAME,      /* [a-z0-9][a-z0-9._-]*, at most 64 bytes, no "..": a catalog channel */
+	CONF_GROUP,     /* a group name as useradd takes it ([a-z_][a-z0-9_-]*[$]?), or a gid */
 };
 
 struct conf_key {

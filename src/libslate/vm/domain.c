@@ -206,3 +206,34 @@ int vm_domain_forget(const char *uri, const char *workspace, bool even_suspended
 		return -EIO;
 	return 1;
 }
+
+int vm_domains_using(const char *uri, const char *dir, char *first, size_t first_len)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	virDomainPtr *doms = NULL;
+	char prefix[4096];
+	int n, r, count = 0;
+
+	r = snprintf(prefix, sizeof(prefix), "%s/", dir);
+	if (r < 0 || (size_t)r >= sizeof(prefix))
+		return -ENAMETOOLONG;
+	r = vm_connect(uri, &conn);
+	if (r < 0)
+		return r;
+	n = virConnectListAllDomains(conn, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+	if (n < 0)
+		return -EIO;
+	for (int i = 0; i < n; i++) {
+		char *xml = virDomainGetXMLDesc(doms[i], 0);
+
+		/* A domain that cannot be described may use anything: count it. */
+		if (!xml || strstr(xml, prefix)) {
+			if (count++ == 0 && first && first_len > 0)
+				(void)snprintf(first, first_len, "%s", virDomainGetName(doms[i]));
+		}
+		free(xml);
+		(void)virDomainFree(doms[i]);
+	}
+	free(doms);
+	return count;
+}

@@ -55,6 +55,14 @@ int vm_workspace_state_uri(const char *uri, const char *workspace, enum vm_state
  */
 int vm_domain_is_active(const char *uri, const char *workspace);
 
+/*
+ * Counts the active domains (running or paused; any name, slate's or not) whose live XML names
+ * a path below dir (a disk, a channel socket, a kernel): the ones that keep files there open.
+ * The first one's name goes to first (may be NULL) when there is one. Returns the count, or a
+ * negative error when libvirt at uri cannot be asked.
+ */
+int vm_domains_using(const char *uri, const char *dir, char *first, size_t first_len);
+
 /* Whether the workspace's domain runs under KVM ("kvm") or TCG ("tcg"); -ENOENT when it does
  * not run. */
 int vm_workspace_accel(const char *uri, const char *workspace, const char **ret);
