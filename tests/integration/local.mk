@@ -19,3 +19,7 @@ integration_tests += tests/integration/sigv4-guest.sh
 
 # Installer domains a crashed slated left running: swept at start, only this state directory's.
 integration_tests += tests/integration/installer-sweep.sh
+
+# Nothing hangs: exec, shell and run end with their own status when the workspace is paused,
+# quarantined, stopped or its guest stops answering; a second Ctrl-C or SIGTERM ends the client.
+integration_tests += tests/integration/exec-hang.sh
