@@ -27,8 +27,8 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/size.h"
-#include "vm/kvm.h"
 #include "version.h"
+#include "vm/kvm.h"
 #include "workspace/workspace.h"
 
 struct options {
