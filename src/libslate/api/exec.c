@@ -261,6 +261,11 @@ struct watch {
 	bool started; /* the command runs (or slated asked the guest to run it) */
 };
 
+static void watch_done(struct watch *w)
+{
+	watch_remove(&w->ew);
+}
+
 /* The domain's state and, when paused, whether for a while only (a save, a snapshot or a
  * migration in progress). -ENOENT when there is no domain. */
 static int domain_state(const char *uri, const char *name, int *ret_state, bool *ret_transient)
@@ -469,20 +474,28 @@ static size_t ended_record(uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT], uint8_t
 	return EX_HEADER_LEN + 1 + n;
 }
 
+/* Sends an ENDED record to the client, or keeps it in hold (run --rm deletes first). */
+static void send_ended(int client_fd, struct held_end *hold, uint8_t why, const char *msg)
+{
+	uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
+	size_t n = ended_record(rec, why, msg);
+
+	if (hold) {
+		memcpy(hold->buf, rec, n);
+		hold->len = n;
+		return;
+	}
+	(void)fs_write_all(client_fd, rec, n);
+}
+
 /* Ends the session with an ENDED record, as end_error does with ERROR. */
 static void end_ended(struct relay *rl, int client_fd, uint8_t why, const char *msg)
 {
-	uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
-	size_t n = ended_record(rec, why, msg) - EX_HEADER_LEN - 1;
-
-	if (rl->hold) {
-		memcpy(rl->hold->buf, rec, EX_HEADER_LEN + 1 + n);
-		rl->hold->len = EX_HEADER_LEN + 1 + n;
-		return;
+	if (!rl->hold) {
+		(void)fs_set_nonblock(client_fd, false);
+		(void)flush_side(&rl->client);
 	}
-	(void)fs_set_nonblock(client_fd, false);
-	(void)flush_side(&rl->client);
-	(void)fs_write_all(client_fd, rec, EX_HEADER_LEN + 1 + n);
+	send_ended(client_fd, rl->hold, why, msg);
 }
 
 /* Ends the session with an ERROR record: to the client now, or into hold for later. */
@@ -814,7 +827,8 @@ static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
 	_cleanup_close_ int gfd = -1;
 	char err[512] = "";
 	int64_t t0 = now_ms();
-	struct watch w = {.d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
+	_cleanup_(watch_done) struct watch w = {
+	        .d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
 	const char *e = getenv(ENV_TEST_UNRESPONSIVE);
 	char text[CH_MAX_TEXT + 1];
 	uint8_t why;
@@ -822,32 +836,29 @@ static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
 
 	if (e && atoi(e) > 0)
 		w.unresponsive_ms = (unsigned)atoi(e);
-	/* Paused or quarantined already: no guest would answer the open. */
-	if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)) && why != EX_END_STOPPED) {
-		uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
-		size_t n = ended_record(rec, why, text);
-		if (hold) {
-			memcpy(hold->buf, rec, n);
-			hold->len = n;
-		} else {
-			(void)fs_write_all(fd, rec, n);
-		}
-		return -EHOSTDOWN;
-	}
-	w.started = true;
-	r = exec_open(d, name, &gfd, err, sizeof(err));
-	if (r < 0) {
-		send_error(fd, "cannot reach the guest of %s: %s", name, err);
-		return r;
-	}
+	/* Watched from here on, so that no event between the look below and the relay is lost. */
 	r = watch_add(&w.ew, name);
 	if (r < 0) {
 		send_error(fd, "cannot watch %s: %s", name, slate_strerror(r));
 		return r;
 	}
+	/* Paused or quarantined already: no guest would answer the open. */
+	if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)) && why != EX_END_STOPPED) {
+		send_ended(fd, hold, why, text);
+		return -EHOSTDOWN;
+	}
+	w.started = true;
+	r = exec_open(d, name, &gfd, err, sizeof(err));
+	if (r < 0) {
+		/* Paused (or stopped) while the open waited: say that rather than a timeout. */
+		if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)))
+			send_ended(fd, hold, why, text);
+		else
+			send_error(fd, "cannot reach the guest of %s: %s", name, err);
+		return r;
+	}
 	w.last_guest = w.next_probe = now_ms();
 	r = relay_run(name, fd, gfd, first, hold, &w);
-	watch_remove(&w.ew);
 	log_ws(LOG_DEBUG, name, "exec session in %s ended after %.3f s: %s", name,
 	       (double)(now_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
 	return r;
