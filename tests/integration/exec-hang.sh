@@ -29,7 +29,15 @@ cleanup_domain() {
     v undefine --managed-save "$dom" >/dev/null 2>&1 || true
 }
 passed=
-dump_log() { [ -n "$passed" ] || tail -40 "$work/slated.log" >&2 2>/dev/null || true; }
+dump_log() {
+    local rc=0
+    [ -z "$passed" ] || return 0
+    tail -40 "$work/slated.log" >&2 2>/dev/null || true
+    if [ -n "$daemon_pid" ] && ! kill -0 "$daemon_pid" 2>/dev/null; then
+        wait "$daemon_pid" 2>/dev/null || rc=$?
+        log "slated is gone (exit status $rc)"
+    fi
+}
 on_exit cleanup_domain
 on_exit stop_daemon
 on_exit dump_log
