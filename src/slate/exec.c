@@ -208,8 +208,14 @@ static int session_loop(struct session *s)
 		return slate_fail(s->what, "pipe: %s", strerror(errno));
 	(void)sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	for (size_t i = 0; i < ELEMENTSOF(fwd); i++)
+	for (size_t i = 0; i < ELEMENTSOF(fwd); i++) {
+		struct sigaction old;
+		/* Under nohup a hang-up must neither end us nor reach the command. */
+		if (fwd[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 &&
+		    old.sa_handler == SIG_IGN)
+			continue;
 		(void)sigaction(fwd[i], &sa, NULL);
+	}
 	(void)signal(SIGPIPE, SIG_IGN);
 
 	/* Non-blocking: a big write must never block while slated waits for us to read. */

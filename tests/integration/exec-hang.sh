@@ -4,7 +4,8 @@
 # with their own exit status, when the workspace is paused (250), quarantined after a leak (251),
 # stopped (252) or its guest stops answering (253); exec on a paused workspace ends at once; a
 # second Ctrl-C (130) or a SIGTERM (143) ends the client at once even when the guest's command
-# ignores them. One boot of the test image under TCG serves every case.
+# ignores them, and so does a SIGHUP (129) unless it is ignored (nohup). One boot of the test
+# image under TCG serves every case.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
 
@@ -119,6 +120,21 @@ bg term exec $ws -- sh -c 'trap "" TERM INT HUP; echo up; sleep 120'
 t0=$(date +%s%3N)
 kill -TERM $bg_pid
 ends_within 5 term 143 ""
+# SIGHUP too (129), unless it is ignored, as under nohup: then the client stays.
+bg hup exec $ws -- sh -c 'trap "" TERM INT HUP; echo up; sleep 120'
+t0=$(date +%s%3N)
+kill -HUP $bg_pid
+ends_within 5 hup 129 ""
+(trap '' HUP; exec "$slate" --socket "$work/run/slated.sock" exec $ws -- sh -c 'echo up; sleep 120') \
+    >"$work/nohup.out" 2>"$work/nohup.err" &
+bg_pid=$!
+for _ in $(seq 600); do grep -q up "$work/nohup.out" 2>/dev/null && break; sleep 0.1; done
+kill -HUP $bg_pid
+sleep 2
+kill -0 $bg_pid 2>/dev/null || fail "SIGHUP ended a client that ignores it (nohup)"
+t0=$(date +%s%3N)
+kill -TERM $bg_pid
+ends_within 5 nohup 143 ""
 
 # Paused under a running command: exec ends (250) and says so; exec on the paused workspace ends
 # at once the same way; once resumed, exec works again.
