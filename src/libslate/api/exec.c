@@ -268,7 +268,8 @@ static void watch_done(struct watch *w)
 
 /* The domain's state and, when paused, whether for a while only (a save, a snapshot or a
  * migration in progress). -ENOENT when there is no domain. */
-static int domain_state(const char *uri, const char *name, int *ret_state, bool *ret_transient)
+static int domain_state(const char *uri, const char *name, int *ret_state, bool *ret_transient,
+                        const char **ret_how)
 {
 	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
@@ -283,6 +284,27 @@ static int domain_state(const char *uri, const char *name, int *ret_state, bool 
 	if (virDomainGetState(dom, &st, &reason, 0) < 0)
 		return -EIO;
 	*ret_state = st;
+	*ret_how = st == VIR_DOMAIN_SHUTDOWN ? "shutting down" : NULL;
+	if (st == VIR_DOMAIN_SHUTOFF)
+		switch (reason) {
+		case VIR_DOMAIN_SHUTOFF_SHUTDOWN:
+			*ret_how = "the guest powered off";
+			break;
+		case VIR_DOMAIN_SHUTOFF_DESTROYED:
+			*ret_how = "destroyed";
+			break;
+		case VIR_DOMAIN_SHUTOFF_CRASHED:
+			*ret_how = "the guest crashed";
+			break;
+		case VIR_DOMAIN_SHUTOFF_SAVED:
+			*ret_how = "memory saved: suspended";
+			break;
+		case VIR_DOMAIN_SHUTOFF_FAILED:
+			*ret_how = "QEMU failed";
+			break;
+		default:
+			break;
+		}
 	*ret_transient =
 	        st == VIR_DOMAIN_PAUSED &&
 	        (reason == VIR_DOMAIN_PAUSED_SAVE || reason == VIR_DOMAIN_PAUSED_SNAPSHOT ||
@@ -300,16 +322,18 @@ static bool workspace_compromised(struct daemon_ctx *d, const char *name)
 /*
  * Asks libvirt how the workspace's domain is. Returns 1 and fills why and text when the session
  * must end, 0 when it goes on (running, paused only for a moment so far, or libvirt cannot
- * say). With now_paused the domain has been silent long enough that a pause counts at once.
+ * say). final: no waiting to see -- the guest's channel closed or has not answered for long, or
+ * the session is about to open -- so a pause counts at once and a shutdown as a stop.
  */
-static int watch_assess(struct watch *w, int64_t now, bool now_paused, uint8_t *why, char *text,
+static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, char *text,
                         size_t len)
 {
 	char ev[64];
 	int st = VIR_DOMAIN_NOSTATE, r;
 	bool transient = false;
+	const char *how = NULL;
 
-	r = domain_state(w->d->libvirt_uri, w->name, &st, &transient);
+	r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
 	if (r == -ENOENT)
 		st = VIR_DOMAIN_SHUTOFF;
 	else if (r < 0)
@@ -329,7 +353,7 @@ static int watch_assess(struct watch *w, int64_t now, bool now_paused, uint8_t *
 			return w->paused_since = 0, 0;
 		if (!w->paused_since)
 			w->paused_since = now;
-		if (!now_paused && now - w->paused_since < PAUSE_GRACE_MS)
+		if (!final && now - w->paused_since < PAUSE_GRACE_MS)
 			return 0;
 		*why = EX_END_PAUSED;
 		(void)snprintf(text, len, "workspace %s is paused%s", w->name,
@@ -341,12 +365,20 @@ static int watch_assess(struct watch *w, int64_t now, bool now_paused, uint8_t *
 	w->paused_since = 0;
 	if (st == VIR_DOMAIN_RUNNING || st == VIR_DOMAIN_BLOCKED)
 		return 0;
-	/* The event says how: "stopped (destroyed)" gives " (destroyed)". */
+	/* Shutting down: the command may still end by itself before the domain stops, unless
+	 * the guest is gone already (final). */
+	if (st == VIR_DOMAIN_SHUTDOWN && !final)
+		return 0;
+	/* How: libvirt's reason, else the event's ("stopped (destroyed)": "destroyed)"). */
 	watch_event(&w->ew, ev, sizeof(ev));
 	*why = EX_END_STOPPED;
-	(void)snprintf(text, len, "workspace %s stopped while the command ran%s%s", w->name,
-	               strncmp(ev, "stopped (", 9) == 0 ? " (" : "",
-	               strncmp(ev, "stopped (", 9) == 0 ? ev + 9 : "");
+	if (how)
+		(void)snprintf(text, len, "workspace %s stopped while the command ran (%s)",
+		               w->name, how);
+	else
+		(void)snprintf(text, len, "workspace %s stopped while the command ran%s%s", w->name,
+		               strncmp(ev, "stopped (", 9) == 0 ? " (" : "",
+		               strncmp(ev, "stopped (", 9) == 0 ? ev + 9 : "");
 	return 1;
 }
 
