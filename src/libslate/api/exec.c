@@ -334,6 +334,11 @@ static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, 
 	const char *how = NULL;
 
 	r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
+	/* The guest is gone and the domain on its way down: a moment more says how it ended. */
+	for (int i = 0; final && r == 0 && st == VIR_DOMAIN_SHUTDOWN && i < 20; i++) {
+		(void)usleep(100 * 1000);
+		r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
+	}
 	if (r == -ENOENT)
 		st = VIR_DOMAIN_SHUTOFF;
 	else if (r < 0)
@@ -369,7 +374,8 @@ static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, 
 	 * the guest is gone already (final). */
 	if (st == VIR_DOMAIN_SHUTDOWN && !final)
 		return 0;
-	/* How: libvirt's reason, else the event's ("stopped (destroyed)": "destroyed)"). */
+	/* How: libvirt's reason, else the last event's ("stopped (destroyed)" gives "destroyed");
+	 * a domain already undefined has no reason left to ask for. */
 	watch_event(&w->ew, ev, sizeof(ev));
 	*why = EX_END_STOPPED;
 	if (how)
@@ -410,7 +416,7 @@ static int watch_step(struct watch *w, uint8_t *why, char *text, size_t len)
 	return 1;
 }
 
-/* How long poll may sleep before watch_step has something to do (-1: until woken). */
+/* How long poll may sleep before watch_step has something to do (ms). */
 static int watch_timeout(const struct watch *w)
 {
 	int64_t now = now_ms(), at;
