@@ -24,6 +24,12 @@
 
 #define EXEC_PROTOCOL "slate-exec"
 #define EXIT_FAILED 1
+/* Sessions slated ended while the command ran (doc/slate.1, EXIT STATUS): above the 128+N of a
+ * signal and below ssh's 255, so a command's own status rarely looks like one. */
+#define EXIT_PAUSED 250
+#define EXIT_COMPROMISED 251
+#define EXIT_STOPPED 252
+#define EXIT_UNRESPONSIVE 253
 #define OUT_CAP (512u * 1024)
 #define IN_CAP (EX_HEADER_LEN + EX_MAX_RECORD + 64 * 1024)
 
@@ -56,8 +62,9 @@ struct session {
 	uint8_t *in; /* bytes from slated, not yet a whole record */
 	size_t in_len;
 	bool done;
-	unsigned signals; /* signals passed on so far */
-	int status;       /* our exit status once done */
+	unsigned signals;    /* signals passed on so far */
+	unsigned interrupts; /* of which SIGINT */
+	int status;          /* our exit status once done */
 };
 
 static int queue(struct session *s, uint8_t type, const void *p, uint32_t len)
@@ -112,6 +119,27 @@ static int handle_record(struct session *s, const struct ex_record *r)
 		s->status = EXIT_FAILED;
 		s->done = true;
 		return 0;
+	case EX_ENDED:
+		/* slated gave up on the session: the text says why (and what to do). */
+		restore_tty();
+		fprintf(stderr, "slate: %s: %.*s\n", s->what, (int)r->len - 1,
+		        (const char *)r->payload + 1);
+		switch (r->payload[0]) {
+		case EX_END_PAUSED:
+			s->status = EXIT_PAUSED;
+			break;
+		case EX_END_COMPROMISED:
+			s->status = EXIT_COMPROMISED;
+			break;
+		case EX_END_STOPPED:
+			s->status = EXIT_STOPPED;
+			break;
+		default:
+			s->status = EXIT_UNRESPONSIVE;
+			break;
+		}
+		s->done = true;
+		return 0;
 	default:
 		return -EPROTO;
 	}
@@ -136,6 +164,39 @@ static int drain_input(struct session *s)
 	return 0;
 }
 
+/*
+ * Whether a signal ends the client rather than only being passed on: SIGTERM and SIGHUP always
+ * (whoever sends them wants us gone, and a hung-up terminal reads nothing more); SIGINT the
+ * second time (the first Ctrl-C is the command's; a second means it did not help); any other
+ * the third time (slated or the guest is stuck).
+ */
+static bool client_leaves(struct session *s, int sig)
+{
+	s->signals++;
+	if (sig == SIGTERM || sig == SIGHUP)
+		return true;
+	if (sig == SIGINT)
+		return ++s->interrupts > 1;
+	return s->signals > 2;
+}
+
+/* Ends the client at once, as a shell's 128+N: one try at sending what is queued (the signal
+ * itself, so the command gets it if the guest answers); closing the connection ends the
+ * session, and the guest hangs up on the command. */
+static int leave(struct session *s, int sig)
+{
+	(void)!write(s->sock, s->out, s->out_len);
+	restore_tty();
+	if (sig == SIGINT)
+		fprintf(stderr, "slate: %s: interrupted again; leaving the command\n", s->what);
+	else if (sig != SIGTERM && sig != SIGHUP)
+		fprintf(stderr,
+		        "slate: %s: signal %d sent 3 times without the command ending; "
+		        "leaving it\n",
+		        s->what, sig);
+	return 128 + sig;
+}
+
 /* Runs the session until EXIT or ERROR. Returns the exit status for the command line. */
 static int session_loop(struct session *s)
 {
@@ -147,8 +208,14 @@ static int session_loop(struct session *s)
 		return slate_fail(s->what, "pipe: %s", strerror(errno));
 	(void)sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	for (size_t i = 0; i < ELEMENTSOF(fwd); i++)
+	for (size_t i = 0; i < ELEMENTSOF(fwd); i++) {
+		struct sigaction old;
+		/* Under nohup a hang-up must neither end us nor reach the command. */
+		if (fwd[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 &&
+		    old.sa_handler == SIG_IGN)
+			continue;
 		(void)sigaction(fwd[i], &sa, NULL);
+	}
 	(void)signal(SIGPIPE, SIG_IGN);
 
 	/* Non-blocking: a big write must never block while slated waits for us to read. */
@@ -181,16 +248,8 @@ static int session_loop(struct session *s)
 				} else {
 					ch_put_u32(b, sig);
 					(void)queue(s, EX_SIGNAL, b, 4);
-					/* Passed on twice already and still here: slated or the
-					 * guest is stuck; the third one ends us. */
-					if (++s->signals > 2) {
-						restore_tty();
-						fprintf(stderr,
-						        "slate: %s: signal %d sent 3 times without "
-						        "the command ending; leaving it\n",
-						        s->what, sig);
-						return 128 + sig;
-					}
+					if (client_leaves(s, sig))
+						return leave(s, sig);
 				}
 			}
 		}
@@ -417,7 +476,11 @@ int cmd_exec(struct slate_ctx *ctx, int argc, char **argv)
 			       "  --timeout S        kill the command after S seconds\n"
 			       "  --user USER        root or the workspace user (the default)\n"
 			       "  --workdir DIR      where it runs (default: the user's home)\n"
-			       "Ctrl-C, SIGTERM and SIGHUP are passed on to the command.\n");
+			       "Ctrl-C, SIGTERM and SIGHUP are passed on to the command; a "
+			       "second Ctrl-C, SIGTERM or SIGHUP also ends slate at once "
+			       "(130, 143, 129). When the workspace is paused (250), quarantined "
+			       "after a leak (251), stopped (252) or its guest stops answering "
+			       "(253), slate says so and exits with that status.\n");
 			return 0;
 		}
 		return slate_usage_error(ctx, "exec: unknown option '%s'", argv[optind - 1]);
@@ -458,7 +521,9 @@ int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
 			printf("Usage: slate shell NAME [--user USER]\n"
 			       "An interactive login shell on a pseudo-terminal in the running "
 			       "workspace NAME; window size changes follow. Exit the shell to "
-			       "leave.\n");
+			       "leave. SIGTERM or SIGHUP end slate at once (143, 129); a paused "
+			       "(250), quarantined (251), stopped (252) or unanswering (253) "
+			       "workspace ends it with that status.\n");
 			return 0;
 		}
 		return slate_usage_error(ctx, "shell: unknown option '%s'", argv[optind - 1]);

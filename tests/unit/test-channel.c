@@ -721,6 +721,54 @@ static void stub_state(void *u)
 
 static const struct mux_ops stub_ops = {stub_watch, stub_accept, stub_opened, stub_state};
 
+/* channels_probe: a PING goes out unless one waits already; its age grows until a PONG. */
+static void test_probe(void **state)
+{
+	static struct pframe f;
+	uint64_t ms = 99;
+
+	assert_int_equal(channels_probe(C, "nope", &ms), -ENOENT);
+	session_up();
+	assert_int_equal(channels_probe(C, WS, &ms), 0);
+	assert_int_equal(ms, 0);
+	peer_expect(&f, CH_PING);
+	(void)usleep(120 * 1000);
+	/* Unanswered: no second PING, and the first one's age. */
+	assert_int_equal(channels_probe(C, WS, &ms), 0);
+	assert_true(ms >= 100 && ms < T_MS);
+	peer_send(CH_PONG, 0, f.payload, 8);
+	peer_ping(); /* the PONG was handled */
+	assert_int_equal(channels_probe(C, WS, &ms), 0);
+	assert_int_equal(ms, 0);
+	peer_expect(&f, CH_PING);
+}
+
+/* slated's ENDED record: a known reason, then text. */
+static void test_ended_record(void **state)
+{
+	uint8_t buf[EX_HEADER_LEN + 1 + CH_MAX_TEXT + 1];
+	struct ex_record r;
+
+	ex_record_header(buf, EX_ENDED, 7);
+	buf[EX_HEADER_LEN] = EX_END_COMPROMISED;
+	memcpy(buf + EX_HEADER_LEN + 1, "leaked", 6);
+	assert_int_equal(ex_record_decode(buf, EX_HEADER_LEN + 7, &r), EX_HEADER_LEN + 7);
+	assert_int_equal(r.type, EX_ENDED);
+	assert_int_equal(r.payload[0], EX_END_COMPROMISED);
+	assert_int_equal(ex_record_decode(buf, EX_HEADER_LEN + 6, &r), 0);
+	buf[EX_HEADER_LEN] = 0; /* no such reason */
+	assert_int_equal(ex_record_decode(buf, EX_HEADER_LEN + 7, &r), -EPROTO);
+	buf[EX_HEADER_LEN] = EX_END_UNRESPONSIVE + 1;
+	assert_int_equal(ex_record_decode(buf, EX_HEADER_LEN + 7, &r), -EPROTO);
+	buf[EX_HEADER_LEN] = EX_END_PAUSED;
+	buf[EX_HEADER_LEN + 2] = '\n'; /* not text */
+	assert_int_equal(ex_record_decode(buf, EX_HEADER_LEN + 7, &r), -EPROTO);
+	ex_record_header(buf, EX_ENDED, 1); /* a reason without text */
+	assert_int_equal(ex_record_decode(buf, sizeof(buf), &r), -EPROTO);
+	ex_record_header(buf, EX_ENDED, 2 + CH_MAX_TEXT); /* text too long */
+	assert_int_equal(ex_record_decode(buf, sizeof(buf), &r), -EPROTO);
+}
+
 static void test_mux_bytewise(void **state)
 {
 	struct mux *m;
@@ -768,6 +816,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_mux_bytewise),
+	        cmocka_unit_test(test_ended_record),
+	        cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_hello, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stale_bytes, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_open_exec, setup, teardown),

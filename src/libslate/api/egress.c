@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
@@ -168,6 +169,8 @@ static void hook_contain(void *userdata, const struct proxy_leak *l)
 	struct proxy_service *svc = userdata;
 
 	pause_domain(svc->d, l->workspace);
+	/* Its exec sessions end now, saying why, even when domain events are unavailable. */
+	exec_sessions_kick(l->workspace, "paused (a leak)");
 }
 
 static void hook_audit(void *userdata, const char *ws, const char *type, struct json_object *ev)

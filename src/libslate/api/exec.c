@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,6 +36,15 @@
 #define RELAY_CAP (EX_HEADER_LEN + EX_MAX_RECORD)
 #define OPEN_TIMEOUT_MS 15000
 #define REQUEST_TIMEOUT_MS 30000
+/* A domain paused this long is paused for good, not for a checkpoint's clone. */
+#define PAUSE_GRACE_MS 2000
+/* After this much silence from the guest a session asks the channel whether it still answers
+ * (a PING), and asks again this often. */
+#define PROBE_IDLE_MS 5000
+/* A guest whose channel has not answered a PING for this long has stopped answering; tests
+ * shorten it with the variable. */
+#define UNRESPONSIVE_MS 30000
+#define ENV_TEST_UNRESPONSIVE "SLATE_EXEC_TEST_UNRESPONSIVE_MS"
 
 static int64_t now_ms(void)
 {
@@ -169,9 +180,254 @@ struct side {
 /* The session's last record (EXIT or ERROR), kept back by slated when it still has work to do
  * before the client may go (run --rm deletes the workspace first). */
 struct held_end {
-	uint8_t buf[EX_HEADER_LEN + CH_MAX_TEXT];
+	uint8_t buf[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
 	size_t len;
 };
+
+/* ---- watching the workspace while its sessions run ---- */
+
+/*
+ * Every running session is on this list so that a domain event of its workspace wakes it (the
+ * event thread must not block: it only writes the eventfd); the session then asks libvirt
+ * itself. What the guest's channel cannot say -- the domain is paused, so nothing answers and
+ * nothing closes -- comes this way; a guest that stops answering is found by probing.
+ */
+struct exec_watch {
+	char name[WORKSPACE_NAME_MAX + 1];
+	int efd;
+	char event[64]; /* the last event's description ("stopped (destroyed)") */
+	struct exec_watch *next;
+};
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct exec_watch *watch_list;
+
+void exec_sessions_kick(const char *workspace, const char *description)
+{
+	pthread_mutex_lock(&watch_lock);
+	for (struct exec_watch *w = watch_list; w; w = w->next)
+		if (streq(w->name, workspace)) {
+			(void)snprintf(w->event, sizeof(w->event), "%s",
+			               description ? description : "");
+			(void)eventfd_write(w->efd, 1);
+		}
+	pthread_mutex_unlock(&watch_lock);
+}
+
+static int watch_add(struct exec_watch *w, const char *name)
+{
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0)
+		return -errno;
+	(void)snprintf(w->name, sizeof(w->name), "%s", name);
+	pthread_mutex_lock(&watch_lock);
+	w->next = watch_list;
+	watch_list = w;
+	pthread_mutex_unlock(&watch_lock);
+	return 0;
+}
+
+static void watch_remove(struct exec_watch *w)
+{
+	if (w->efd < 0)
+		return;
+	pthread_mutex_lock(&watch_lock);
+	for (struct exec_watch **p = &watch_list; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	pthread_mutex_unlock(&watch_lock);
+	w->efd = safe_close(w->efd);
+}
+
+static void watch_event(struct exec_watch *w, char *buf, size_t len)
+{
+	pthread_mutex_lock(&watch_lock);
+	(void)snprintf(buf, len, "%s", w->event);
+	pthread_mutex_unlock(&watch_lock);
+}
+
+/* What a session knows of its workspace besides the guest's bytes. */
+struct watch {
+	struct daemon_ctx *d;
+	const char *name;
+	struct exec_watch ew;
+	int64_t last_guest;   /* when the guest last sent something */
+	int64_t next_probe;   /* when to PING again while it is silent */
+	int64_t paused_since; /* 0: not seen paused */
+	unsigned unresponsive_ms;
+	bool check;   /* an event came: ask libvirt */
+	bool started; /* the command runs (or slated asked the guest to run it) */
+};
+
+static void watch_done(struct watch *w)
+{
+	watch_remove(&w->ew);
+}
+
+/* The domain's state and, when paused, whether for a while only (a save, a snapshot or a
+ * migration in progress). -ENOENT when there is no domain. */
+static int domain_state(const char *uri, const char *name, int *ret_state, bool *ret_transient,
+                        const char **ret_how)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	int st, reason, r;
+
+	r = vm_connect(uri, &conn);
+	if (r < 0)
+		return r;
+	r = vm_domain_lookup(conn, name, &dom);
+	if (r < 0)
+		return r;
+	if (virDomainGetState(dom, &st, &reason, 0) < 0)
+		return -EIO;
+	*ret_state = st;
+	*ret_how = st == VIR_DOMAIN_SHUTDOWN ? "shutting down" : NULL;
+	if (st == VIR_DOMAIN_SHUTOFF)
+		switch (reason) {
+		case VIR_DOMAIN_SHUTOFF_SHUTDOWN:
+			*ret_how = "the guest powered off";
+			break;
+		case VIR_DOMAIN_SHUTOFF_DESTROYED:
+			*ret_how = "destroyed";
+			break;
+		case VIR_DOMAIN_SHUTOFF_CRASHED:
+			*ret_how = "the guest crashed";
+			break;
+		case VIR_DOMAIN_SHUTOFF_SAVED:
+			*ret_how = "memory saved: suspended";
+			break;
+		case VIR_DOMAIN_SHUTOFF_FAILED:
+			*ret_how = "QEMU failed";
+			break;
+		default:
+			break;
+		}
+	*ret_transient =
+	        st == VIR_DOMAIN_PAUSED &&
+	        (reason == VIR_DOMAIN_PAUSED_SAVE || reason == VIR_DOMAIN_PAUSED_SNAPSHOT ||
+	         reason == VIR_DOMAIN_PAUSED_MIGRATION || reason == VIR_DOMAIN_PAUSED_STARTING_UP);
+	return 0;
+}
+
+static bool workspace_compromised(struct daemon_ctx *d, const char *name)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+
+	return d->workspaces && workspace_load(d->workspaces, name, &w) >= 0 && w->compromised;
+}
+
+/*
+ * Asks libvirt how the workspace's domain is. Returns 1 and fills why and text when the session
+ * must end, 0 when it goes on (running, paused only for a moment so far, or libvirt cannot
+ * say). final: no waiting to see -- the guest's channel closed or has not answered for long, or
+ * the session is about to open -- so a pause counts at once and a shutdown as a stop.
+ */
+static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, char *text,
+                        size_t len)
+{
+	char ev[64];
+	int st = VIR_DOMAIN_NOSTATE, r;
+	bool transient = false;
+	const char *how = NULL;
+
+	r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
+	/* The guest is gone and the domain on its way down: a moment more says how it ended. */
+	for (int i = 0; final && r == 0 && st == VIR_DOMAIN_SHUTDOWN && i < 20; i++) {
+		(void)usleep(100 * 1000);
+		r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
+	}
+	if (r == -ENOENT)
+		st = VIR_DOMAIN_SHUTOFF;
+	else if (r < 0)
+		return 0;
+	if (st == VIR_DOMAIN_PAUSED) {
+		if (workspace_compromised(w->d, w->name)) {
+			*why = EX_END_COMPROMISED;
+			(void)snprintf(
+			        text, len,
+			        "workspace %s is quarantined: it sent a secret's placeholder "
+			        "to a host the secret is not bound to and was paused; see "
+			        "'slate trace %s --leaks'",
+			        w->name, w->name);
+			return 1;
+		}
+		if (transient)
+			return w->paused_since = 0, 0;
+		if (!w->paused_since)
+			w->paused_since = now;
+		if (!final && now - w->paused_since < PAUSE_GRACE_MS)
+			return 0;
+		*why = EX_END_PAUSED;
+		(void)snprintf(text, len, "workspace %s is paused%s", w->name,
+		               w->started ? ": leaving the command, which gets SIGHUP if the "
+		                            "workspace resumes"
+		                          : "");
+		return 1;
+	}
+	w->paused_since = 0;
+	if (st == VIR_DOMAIN_RUNNING || st == VIR_DOMAIN_BLOCKED)
+		return 0;
+	/* Shutting down: the command may still end by itself before the domain stops, unless
+	 * the guest is gone already (final). */
+	if (st == VIR_DOMAIN_SHUTDOWN && !final)
+		return 0;
+	/* How: libvirt's reason, else the last event's ("stopped (destroyed)" gives "destroyed");
+	 * a domain already undefined has no reason left to ask for. */
+	watch_event(&w->ew, ev, sizeof(ev));
+	*why = EX_END_STOPPED;
+	if (how)
+		(void)snprintf(text, len, "workspace %s stopped while the command ran (%s)",
+		               w->name, how);
+	else
+		(void)snprintf(text, len, "workspace %s stopped while the command ran%s%s", w->name,
+		               strncmp(ev, "stopped (", 9) == 0 ? " (" : "",
+		               strncmp(ev, "stopped (", 9) == 0 ? ev + 9 : "");
+	return 1;
+}
+
+/* Called after every wake-up: whether the session must end (1, why and text filled). */
+static int watch_step(struct watch *w, uint8_t *why, char *text, size_t len)
+{
+	int64_t now = now_ms();
+	uint64_t unanswered = 0;
+
+	if (w->check || w->paused_since) {
+		w->check = false;
+		if (watch_assess(w, now, false, why, text, len))
+			return 1;
+	}
+	if (now - w->last_guest < PROBE_IDLE_MS || now < w->next_probe)
+		return 0;
+	w->next_probe = now + PROBE_IDLE_MS;
+	if (!w->d->channels || channels_probe(w->d->channels, w->name, &unanswered) < 0 ||
+	    unanswered < w->unresponsive_ms)
+		return 0;
+	/* Paused with no event seen (events unavailable) reads the same: libvirt tells. */
+	if (watch_assess(w, now, true, why, text, len))
+		return 1;
+	*why = EX_END_UNRESPONSIVE;
+	(void)snprintf(text, len,
+	               "the guest of workspace %s has not answered for %llu s (its VM runs, but "
+	               "slate-guest or its kernel is stuck); 'slate console %s' may tell why",
+	               w->name, (unsigned long long)(unanswered / 1000), w->name);
+	return 1;
+}
+
+/* How long poll may sleep before watch_step has something to do (ms). */
+static int watch_timeout(const struct watch *w)
+{
+	int64_t now = now_ms(), at;
+
+	if (w->paused_since)
+		return 250;
+	at = w->last_guest + PROBE_IDLE_MS;
+	if (w->next_probe > at)
+		at = w->next_probe;
+	return at <= now ? 0 : (int)(at - now);
+}
 
 struct relay {
 	struct side client, guest;
@@ -244,6 +500,42 @@ static int flush_side(struct side *s)
 	return 0;
 }
 
+/* Encodes slated's ENDED record (why, then text) into rec. Returns its length. */
+static size_t ended_record(uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT], uint8_t why,
+                           const char *msg)
+{
+	size_t n = strnlen(msg, CH_MAX_TEXT);
+
+	ex_record_header(rec, EX_ENDED, (uint32_t)(1 + n));
+	rec[EX_HEADER_LEN] = why;
+	memcpy(rec + EX_HEADER_LEN + 1, msg, n);
+	return EX_HEADER_LEN + 1 + n;
+}
+
+/* Sends an ENDED record to the client, or keeps it in hold (run --rm deletes first). */
+static void send_ended(int client_fd, struct held_end *hold, uint8_t why, const char *msg)
+{
+	uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
+	size_t n = ended_record(rec, why, msg);
+
+	if (hold) {
+		memcpy(hold->buf, rec, n);
+		hold->len = n;
+		return;
+	}
+	(void)fs_write_all(client_fd, rec, n);
+}
+
+/* Ends the session with an ENDED record, as end_error does with ERROR. */
+static void end_ended(struct relay *rl, int client_fd, uint8_t why, const char *msg)
+{
+	if (!rl->hold) {
+		(void)fs_set_nonblock(client_fd, false);
+		(void)flush_side(&rl->client);
+	}
+	send_ended(client_fd, rl->hold, why, msg);
+}
+
 /* Ends the session with an ERROR record: to the client now, or into hold for later. */
 static void end_error(struct relay *rl, int client_fd, const char *msg)
 {
@@ -284,8 +576,10 @@ static int fill_side(struct side *s)
  * -EPIPE when the guest side ended first (the client was told), -EPROTO for a bad record.
  */
 static int relay_run(const char *name, int client_fd, int guest_fd, const struct first *first,
-                     struct held_end *hold)
+                     struct held_end *hold, struct watch *w)
 {
+	char text[CH_MAX_TEXT + 1];
+	uint8_t why;
 	_cleanup_free_ struct relay *rl = calloc(1, sizeof(*rl));
 	const uint8_t *pending;
 	size_t pending_len;
@@ -352,13 +646,18 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 		/* A complete record would have moved once the client drained: what is left of
 		 * the guest's output can never be whole. */
 		if (rl->guest.eof && !rl->exited && rl->client.out_len == 0) {
+			/* The channel closes when the domain stops: say so, as for a pause. */
+			if (watch_assess(w, now_ms(), true, &why, text, sizeof(text))) {
+				end_ended(rl, client_fd, why, text);
+				return -EHOSTDOWN;
+			}
 			end_error(rl, client_fd,
 			          "the guest channel closed before the command ended (the VM "
 			          "stopped, or slate-guest restarted)");
 			return -EPIPE;
 		}
 
-		struct pollfd p[2] = {
+		struct pollfd p[3] = {
 		        {.fd = client_fd,
 		         .events = (short)((rl->client.eof ? 0 : POLLIN) |
 		                           (rl->client.out_len ? POLLOUT : 0))},
@@ -366,21 +665,35 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 		        {.fd = (rl->guest.eof || rl->exited) && !rl->guest.out_len ? -1 : guest_fd,
 		         .events = (short)((rl->guest.eof || rl->exited ? 0 : POLLIN) |
 		                           (rl->guest.out_len ? POLLOUT : 0))},
+		        {.fd = rl->exited ? -1 : w->ew.efd, .events = POLLIN},
 		};
 		/* Read a side only while its records have somewhere to go. */
 		if (rl->client.in_len == sizeof(rl->client.in) || pending_len)
 			p[0].events &= (short)~POLLIN;
 		if (rl->guest.in_len == sizeof(rl->guest.in))
 			p[1].events &= (short)~POLLIN;
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 3, rl->exited ? -1 : watch_timeout(w)) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR) && !rl->client.eof)
 			(void)fill_side(&rl->client);
-		if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && !rl->guest.eof && !rl->exited)
-			(void)fill_side(&rl->guest);
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && !rl->guest.eof && !rl->exited &&
+		    fill_side(&rl->guest) > 0)
+			w->last_guest = now_ms();
+		if (p[2].revents & POLLIN) {
+			eventfd_t v;
+			(void)eventfd_read(w->ew.efd, &v);
+			w->check = true;
+		}
+		/* The workspace paused, stopped or its guest silent for good: the session ends
+		 * (what the guest sent before went to the client at the top of the loop). */
+		if (!rl->exited && watch_step(w, &why, text, sizeof(text))) {
+			log_ws(LOG_NOTICE, name, "exec in %s: %s", name, text);
+			end_ended(rl, client_fd, why, text);
+			return -EHOSTDOWN;
+		}
 	}
 }
 
@@ -552,14 +865,38 @@ static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
 	_cleanup_close_ int gfd = -1;
 	char err[512] = "";
 	int64_t t0 = now_ms();
+	_cleanup_(watch_done) struct watch w = {
+	        .d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
+	const char *e = getenv(ENV_TEST_UNRESPONSIVE);
+	char text[CH_MAX_TEXT + 1];
+	uint8_t why;
 	int r;
 
-	r = exec_open(d, name, &gfd, err, sizeof(err));
+	if (e && atoi(e) > 0)
+		w.unresponsive_ms = (unsigned)atoi(e);
+	/* Watched from here on, so that no event between the look below and the relay is lost. */
+	r = watch_add(&w.ew, name);
 	if (r < 0) {
-		send_error(fd, "cannot reach the guest of %s: %s", name, err);
+		send_error(fd, "cannot watch %s: %s", name, slate_strerror(r));
 		return r;
 	}
-	r = relay_run(name, fd, gfd, first, hold);
+	/* Paused or quarantined already: no guest would answer the open. */
+	if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)) && why != EX_END_STOPPED) {
+		send_ended(fd, hold, why, text);
+		return -EHOSTDOWN;
+	}
+	w.started = true;
+	r = exec_open(d, name, &gfd, err, sizeof(err));
+	if (r < 0) {
+		/* Paused (or stopped) while the open waited: say that rather than a timeout. */
+		if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)))
+			send_ended(fd, hold, why, text);
+		else
+			send_error(fd, "cannot reach the guest of %s: %s", name, err);
+		return r;
+	}
+	w.last_guest = w.next_probe = now_ms();
+	r = relay_run(name, fd, gfd, first, hold, &w);
 	log_ws(LOG_DEBUG, name, "exec session in %s ended after %.3f s: %s", name,
 	       (double)(now_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
 	return r;

@@ -28,5 +28,12 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms, char *err,
                         size_t errlen);
 
+/*
+ * A domain event of the workspace (description: "paused", "stopped (destroyed)"...): its
+ * running exec sessions look at the domain and end, telling their clients why, when it is
+ * paused, stopped or quarantined. Does not block: callable from the event thread.
+ */
+void exec_sessions_kick(const char *workspace, const char *description);
+
 int handle_workspace_exec(struct api_request *req, struct api_reply *reply);
 int handle_run(struct api_request *req, struct api_reply *reply);

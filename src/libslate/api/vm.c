@@ -1100,6 +1100,8 @@ static void on_domain_event(const struct vm_event *ev, void *userdata)
 	}
 	log_ws(ev->stopped ? LOG_NOTICE : LOG_INFO, ev->workspace, "workspace %s: domain %s %s",
 	       ev->workspace, ev->domain, ev->description);
+	/* Exec sessions look for themselves: a paused domain's streams never end on their own. */
+	exec_sessions_kick(ev->workspace, ev->description);
 	/* Its streams end: exec sessions tell their clients, `run --rm` deletes. */
 	if (ev->stopped && d->channels)
 		channels_detach(d->channels, ev->workspace);

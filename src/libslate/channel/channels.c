@@ -536,6 +536,26 @@ static void do_info(void *p)
 	d->r = 0;
 }
 
+struct probe_call {
+	struct channels *c;
+	const char *workspace;
+	uint64_t unanswered_ms;
+	int r;
+};
+
+static void do_probe(void *p)
+{
+	struct probe_call *d = p;
+	struct ws *w = ws_find(d->c, d->workspace);
+
+	if (!w || !w->connected) {
+		d->r = w ? -ENOTCONN : -ENOENT;
+		return;
+	}
+	d->r = mux_probe(w->mux, loop_now_ms(), &d->unanswered_ms);
+	ws_after(w);
+}
+
 static void do_open(void *p)
 {
 	struct open_req *req = p;
@@ -900,6 +920,21 @@ int channels_info(struct channels *c, const char *workspace, struct channel_info
 		return r;
 	if (d.r == 0)
 		*ret = info;
+	return d.r;
+}
+
+int channels_probe(struct channels *c, const char *workspace, uint64_t *ret_unanswered_ms)
+{
+	struct probe_call d = {.c = c, .workspace = workspace, .r = -ENOENT};
+	int r;
+
+	if (!name_valid(workspace))
+		return -ENOENT;
+	r = loop_call_sync(c->loop, do_probe, &d);
+	if (r < 0)
+		return r;
+	if (d.r == 0)
+		*ret_unanswered_ms = d.unanswered_ms;
 	return d.r;
 }
 

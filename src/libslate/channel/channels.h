@@ -67,6 +67,13 @@ struct channel_info {
 int channels_info(struct channels *c, const char *workspace, struct channel_info *ret);
 
 /*
+ * Whether the workspace's guest still answers on its channel: sends a PING unless one is
+ * unanswered already and sets *ret_unanswered_ms to how long the oldest unanswered PING has
+ * waited (0: none was outstanding). Returns 0, -ENOENT (not attached), -ENOTCONN (no session).
+ */
+int channels_probe(struct channels *c, const char *workspace, uint64_t *ret_unanswered_ms);
+
+/*
  * vsock: when /dev/vhost-vsock exists slated calls this to listen on AF_VSOCK CH_VSOCK_PORT;
  * lookup maps a peer CID to a workspace name (the caller reads live domain XML; it runs on a
  * thread of its own, never on the loop) and returns 0 or -ENOENT. Accepted connections run the

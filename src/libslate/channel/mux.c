@@ -76,6 +76,7 @@ struct mux {
 	unsigned n_host, n_guest;
 	uint32_t next_id;
 	uint64_t last_ping, last_pong, ping_seq;
+	uint64_t unanswered_since; /* the oldest PING not answered yet; 0: none */
 	bool pong_warned;
 	struct mux_info info;
 };
@@ -505,6 +506,7 @@ static int handle_hello(struct mux *m, const struct ch_frame *f, const uint8_t *
 	m->state = MUX_SESSION;
 	m->info.sessions++;
 	m->last_ping = m->last_pong = now_ms();
+	m->unanswered_since = 0;
 	m->pong_warned = false;
 	log_ws(LOG_DEBUG, m->workspace, "guest channel of %s: session %llu", m->workspace,
 	       (unsigned long long)m->info.sessions);
@@ -653,6 +655,7 @@ static int handle_frame(struct mux *m, const struct ch_frame *f, const uint8_t *
 		return 0;
 	case CH_PONG:
 		m->last_pong = now_ms();
+		m->unanswered_since = 0;
 		m->pong_warned = false;
 		return 0;
 	case CH_EVENT:
@@ -882,19 +885,35 @@ int mux_open(struct mux *m, const char *service, int fd, void *cookie)
 	return 0;
 }
 
-void mux_tick(struct mux *m, uint64_t now)
+static void send_ping(struct mux *m, uint64_t now)
 {
 	uint8_t b[8];
 
+	m->ping_seq++;
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(m->ping_seq >> (56 - 8 * i));
+	queue_frame(m, CH_PING, 0, b, 8);
+	m->last_ping = now;
+	if (!m->unanswered_since)
+		m->unanswered_since = now;
+}
+
+int mux_probe(struct mux *m, uint64_t now, uint64_t *ret_unanswered_ms)
+{
+	if (m->state != MUX_SESSION)
+		return -ENOTCONN;
+	if (!m->unanswered_since)
+		send_ping(m, now);
+	*ret_unanswered_ms = now - m->unanswered_since;
+	return 0;
+}
+
+void mux_tick(struct mux *m, uint64_t now)
+{
 	if (m->state != MUX_SESSION)
 		return;
-	if (now - m->last_ping >= MUX_PING_MS) {
-		m->ping_seq++;
-		for (int i = 0; i < 8; i++)
-			b[i] = (uint8_t)(m->ping_seq >> (56 - 8 * i));
-		queue_frame(m, CH_PING, 0, b, 8);
-		m->last_ping = now;
-	}
+	if (now - m->last_ping >= MUX_PING_MS)
+		send_ping(m, now);
 	if (now - m->last_pong >= MUX_PONG_MS && !m->pong_warned) {
 		m->pong_warned = true;
 		(void)snprintf(m->info.last_error, sizeof(m->info.last_error), "no PONG for %u s",

@@ -93,6 +93,10 @@ int mux_open(struct mux *m, const char *service, int fd, void *cookie);
 
 /* Keepalive: PING every MUX_PING_MS, log when no PONG came for MUX_PONG_MS. */
 void mux_tick(struct mux *m, uint64_t now_ms);
+/* Asks whether the guest still answers: sends a PING unless one is unanswered already, and
+ * sets *ret_unanswered_ms to how long the oldest unanswered PING has waited (0 just sent).
+ * Returns 0, or -ENOTCONN without a session. */
+int mux_probe(struct mux *m, uint64_t now_ms, uint64_t *ret_unanswered_ms);
 bool mux_ready(const struct mux *m);
 void mux_get_info(const struct mux *m, struct mux_info *ret);
 void *mux_get_userdata(const struct mux *m);

@@ -212,6 +212,10 @@ int ex_record_decode(const uint8_t *buf, size_t len, struct ex_record *r)
 		if (r->len == 0 || r->len > CH_MAX_TEXT)
 			return -EPROTO;
 		break;
+	case EX_ENDED:
+		if (r->len < 2 || r->len > 1 + CH_MAX_TEXT)
+			return -EPROTO;
+		break;
 	default:
 		return -EPROTO;
 	}
@@ -223,6 +227,10 @@ int ex_record_decode(const uint8_t *buf, size_t len, struct ex_record *r)
 	if (r->type == EX_SIGNAL && !ex_signal_allowed(ch_get_u32(r->payload)))
 		return -EPROTO;
 	if (r->type == EX_EXIT && r->payload[0] > 1)
+		return -EPROTO;
+	if (r->type == EX_ENDED &&
+	    (r->payload[0] < EX_END_PAUSED || r->payload[0] > EX_END_UNRESPONSIVE ||
+	     !ch_text_valid(r->payload + 1, r->len - 1)))
 		return -EPROTO;
 	return (int)(EX_HEADER_LEN + r->len);
 }

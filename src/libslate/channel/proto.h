@@ -136,8 +136,17 @@ enum ex_type {
 	EX_STDERR = 18,  /* bytes */
 	EX_EXIT = 19,    /* u8 how (0 exited, 1 killed by a signal), u32 status or signal */
 	EX_ERROR = 20,   /* text: the session could not start or broke; ends it */
-	/* slated -> client only (slate run) */
-	EX_PROGRESS = 21, /* text: "creating", "booting"... */
+	/* slated -> client only */
+	EX_PROGRESS = 21, /* text: "creating", "booting"... (slate run) */
+	EX_ENDED = 22,    /* u8 enum ex_end, then text: slated ended the session; nothing follows */
+};
+
+/* Why slated ended a session whose command was still running (EX_ENDED's first byte). */
+enum ex_end {
+	EX_END_PAUSED = 1,       /* the domain is paused */
+	EX_END_COMPROMISED = 2,  /* the leak detector marked the workspace and paused it */
+	EX_END_STOPPED = 3,      /* the domain stopped (powered off, destroyed, crashed, saved) */
+	EX_END_UNRESPONSIVE = 4, /* the domain runs but the guest channel stopped answering */
 };
 
 /* REQUEST fields: u8 tag, u32 length, bytes (no NULs inside strings). */
