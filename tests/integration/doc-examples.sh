@@ -46,6 +46,10 @@ needs systemd as PID 1 and an installed slated; tests/unit/systemd-activation.te
 needs systemd as PID 1 and the host's credential key"
     ["slated.8:STOPPING AND RESTARTING:"]="a drop-in for the installed slated.service; \
 tests/unit/systemd-units.test verifies the units"
+    ["slate.1:EXAMPLES:"]="what root's ls and a user outside the socket's group see: output, not \
+commands; tests/integration/workspaces.sh and daemon.sh check both"
+    ["slated.8:EXAMPLES:"]="needs a group dev and root's /srv and /run; tests/integration/daemon.sh \
+and workspaces.sh run the same steps (--socket-group with a test group, --cleanup)"
     ["slate console dev"]="interactive: it copies the serial console until Ctrl-] on a terminal; \
 tests/integration/boot-test-image.sh reads the console"
 )

@@ -12,7 +12,8 @@
 # * `slate stop` streams keep-alives the same way;
 # * a libvirt connection lost in the middle of a start (the proxy closes it after passing the
 #   start on; libvirtd goes on starting QEMU) makes the start fail and leaves no domain running
-#   or paused behind it; the next start works.
+#   or paused behind it; the next start works;
+# * `slate run` shows the same keep-alives for its start.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
 
@@ -39,9 +40,10 @@ stop_proxy() {
 ws1=slow1-$$
 ws2=slow2-$$
 ws3=slow3-$$
+ws4=slow4-$$
 cleanup_domains() {
     local d
-    for d in "slate-$ws1" "slate-$ws2" "slate-$ws3"; do
+    for d in "slate-$ws1" "slate-$ws2" "slate-$ws3" "slate-$ws4"; do
         virsh -q -c qemu:///system destroy "$d" >/dev/null 2>&1 || true
         virsh -q -c qemu:///system undefine --managed-save "$d" >/dev/null 2>&1 || true
     done
@@ -158,3 +160,13 @@ rm -f "$trigger"
 s start "$ws3" >/dev/null 2>"$work/start3.err" || fail "start after the cut one: $(cat "$work/start3.err")"
 [ "$(domstate "$ws3")" = running ] || fail "after the second start: $(domstate "$ws3")"
 s stop --force "$ws3" >/dev/null 2>&1 || true
+
+# 5. `slate run` reports its start the same way (PROGRESS records on its upgraded connection,
+#    shown when stderr is a terminal: script(1) gives it one), and runs the command.
+touch "$trigger"
+script -qec "'$slate' --socket '$work/run/slated.sock' run --rm --name '$ws4' -- echo ran-through-slow-libvirt" \
+    /dev/null >"$work/run.out" 2>&1 </dev/null || fail "run through a slow libvirt: $(cat "$work/run.out")"
+rm -f "$trigger"
+grep -q 'ran-through-slow-libvirt' "$work/run.out" || fail "run's command did not run: $(cat "$work/run.out")"
+grep -q 'defining: .*(still waiting, [0-9]* s)' "$work/run.out" ||
+    fail "run showed no keep-alive while libvirt defined the domain: $(cat "$work/run.out")"

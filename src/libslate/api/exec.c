@@ -937,18 +937,88 @@ int handle_workspace_exec(struct api_request *req, struct api_reply *reply)
 
 /* ---- /v1/run: create if needed, start, exec, and with rm delete whatever happens ---- */
 
+/*
+ * A run's start reports progress as PROGRESS records, and while it waits (on libvirt, the guest)
+ * a ticker repeats the last one every API_STREAM_KEEPALIVE_S with "(still waiting, N s)", as API
+ * streams do: the client sees the start is alive. The fd is written from both threads: lock.
+ */
 struct run_progress {
 	int fd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	char last[CH_MAX_TEXT + 1];
+	struct timespec last_at, sent_at;
 };
+
+static double ts_diff(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
+}
 
 static void run_progress_fn(const char *step, const char *detail, void *userdata)
 {
 	struct run_progress *p = userdata;
+
+	pthread_mutex_lock(&p->lock);
+	(void)snprintf(p->last, sizeof(p->last), "%s%s%s", step, detail && *detail ? ": " : "",
+	               detail ? detail : "");
+	(void)clock_gettime(CLOCK_MONOTONIC, &p->last_at);
+	p->sent_at = p->last_at;
+	send_progress(p->fd, p->last);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void *run_ticker(void *arg)
+{
+	struct run_progress *p = arg;
+	struct timespec now, deadline;
 	char text[CH_MAX_TEXT + 1];
 
-	(void)snprintf(text, sizeof(text), "%s%s%s", step, detail && *detail ? ": " : "",
-	               detail ? detail : "");
-	send_progress(p->fd, text);
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		(void)clock_gettime(CLOCK_MONOTONIC, &now);
+		if (p->last[0] && ts_diff(&now, &p->sent_at) >= API_STREAM_KEEPALIVE_S) {
+			(void)snprintf(text, sizeof(text), "%.*s (still waiting, %d s)",
+			               CH_MAX_TEXT - 32, p->last, (int)ts_diff(&now, &p->last_at));
+			send_progress(p->fd, text);
+			p->sent_at = now;
+		}
+		deadline = p->sent_at;
+		deadline.tv_sec += API_STREAM_KEEPALIVE_S;
+		if (ts_diff(&deadline, &now) <= 0)
+			deadline = (struct timespec){now.tv_sec + 1, now.tv_nsec};
+		(void)pthread_cond_timedwait(&p->cond, &p->lock, &deadline);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Starts the run's ticker; returns whether it runs (a run without one still works). */
+static bool run_ticker_start(struct run_progress *p, pthread_t *tid)
+{
+	pthread_condattr_t ca;
+	bool ok;
+
+	(void)pthread_condattr_init(&ca);
+	(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	(void)pthread_cond_init(&p->cond, &ca);
+	(void)pthread_condattr_destroy(&ca);
+	(void)clock_gettime(CLOCK_MONOTONIC, &p->sent_at);
+	p->last_at = p->sent_at;
+	ok = pthread_create(tid, NULL, run_ticker, p) == 0;
+	if (!ok)
+		log_warning("run: no keep-alive ticker for the start: %s", strerror(errno));
+	return ok;
+}
+
+static void run_ticker_stop(struct run_progress *p, pthread_t tid)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	(void)pthread_join(tid, NULL);
 }
 
 /* Whether the client is still connected (it sends nothing while it waits for the start). */
@@ -981,7 +1051,9 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 	struct exec_job *j = arg;
 	struct daemon_ctx *d = j->d;
 	_cleanup_(first_done) struct first first = {0};
-	struct run_progress rp = {.fd = fd};
+	struct run_progress rp = {.fd = fd, .lock = PTHREAD_MUTEX_INITIALIZER};
+	bool ticking = false;
+	pthread_t ticker;
 	struct held_end end = {0};
 	bool created = false;
 	char code[64] = "", err[4096] = "";
@@ -1012,8 +1084,11 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 		(void)run_progress_fn("created", j->name, &rp);
 	}
 	/* From here on, with rm, the workspace goes whatever happens. */
+	ticking = run_ticker_start(&rp, &ticker);
 	r = api_vm_start(d, j->name, 0, run_progress_fn, &rp, NULL, code, sizeof(code), err,
 	                 sizeof(err));
+	if (ticking)
+		run_ticker_stop(&rp, ticker);
 	if (r < 0)
 		goto out;
 	err[0] = '\0';
