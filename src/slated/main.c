@@ -13,10 +13,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "api/client.h"
 #include "api/routes.h"
 #include "api/server.h"
 #include "channel/channels.h"
@@ -461,21 +461,6 @@ static int release_pool(int state_fd, const char *state_dir, const char *uri, ch
 	return r;
 }
 
-/* connect() to a unix socket: 0 when something listens there. */
-static int socket_listens(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	_cleanup_close_ int fd = -1;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	return connect(fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-}
-
 /*
  * Removes the runtime directory when no slated serves its socket and no domain uses it: only
  * what slated makes there (a stale slated.sock, vm/ and ssh-agent/), then the directory itself if that left it empty. Returns 1 when it is
@@ -500,7 +485,7 @@ static int cleanup_runtime_dir(const char *dir, const char *uri, char *msg, size
 		return (void)snprintf(msg, len, "cannot open the runtime directory %s: %s", dir,
 		                      strerror(errno)),
 		       -errno;
-	if (socket_listens(sock) == 0) {
+	if (api_socket_probe(sock) == 0) {
 		(void)snprintf(msg, len, "the runtime directory %s stays: a slated serves %s", dir,
 		               sock);
 		return -EBUSY;

@@ -331,8 +331,7 @@ out:
 	return r;
 }
 
-/* connect() to the socket ourselves: curl only says "Couldn't connect to server". */
-static int socket_connect_errno(const char *path)
+int api_socket_probe(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	_cleanup_close_ int fd = -1;
@@ -377,7 +376,7 @@ int api_socket_explain(const char *socket_path, const char *detail, char *buf, s
 	static const char start_hint[] =
 	        "start it with 'systemctl start slated.socket' or 'slated --foreground', or "
 	        "point --socket/SLATE_SOCKET at a running one";
-	int r = socket_connect_errno(socket_path);
+	int r = api_socket_probe(socket_path);
 	char gname[64], uname[64];
 	struct passwd *pw;
 	struct group *gr;

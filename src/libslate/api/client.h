@@ -35,6 +35,12 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_client *, api_client_free);
 const char *api_client_socket(const struct api_client *c);
 
 /*
+ * connect()s to the unix socket at path and closes again: 0 when something listens there, else
+ * -errno (-ENOENT, -ECONNREFUSED, -EACCES...): what curl's "Couldn't connect to server" hides.
+ */
+int api_socket_probe(const char *path);
+
+/*
  * Says why the socket at socket_path cannot be reached, for a connection that failed (detail:
  * what the transport said). It connects itself to learn the errno curl does not tell: for
  * EACCES it names the socket's mode and group and whether the caller is in that group; else
