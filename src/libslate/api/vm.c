@@ -709,10 +709,10 @@ static void start_settle_orphan(struct vm_op *op, const struct start_io *io, int
 
 	if (start_r < 0 && !io->booted)
 		return;
-	if (workspace_lock(d->workspaces, op->name, &lock_fd) < 0 ||
-	    vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, op->name, &state) < 0)
+	if (workspace_lock(d->workspaces, op->name, &lock_fd) < 0)
 		return;
 	if (start_r < 0) {
+		/* start_undo() asks libvirt over a connection of its own. */
 		log_ws(LOG_NOTICE, op->name, "start %s failed after its client went away",
 		       op->name);
 		start_undo(d, op->name, io->msg);
@@ -720,8 +720,9 @@ static void start_settle_orphan(struct vm_op *op, const struct start_io *io, int
 		return;
 	}
 	/* Paused by the leak detector is paused on purpose. */
-	if (state != VM_STATE_PAUSED || workspace_load(d->workspaces, op->name, &w) < 0 ||
-	    workspace_quarantined(w))
+	if (vm_connect(d->libvirt_uri, &conn) < 0 ||
+	    vm_workspace_state(conn, op->name, &state) < 0 || state != VM_STATE_PAUSED ||
+	    workspace_load(d->workspaces, op->name, &w) < 0 || workspace_quarantined(w))
 		return;
 	if (vm_domain_lookup(conn, op->name, &dom) < 0 || virDomainResume(dom) < 0)
 		log_ws(LOG_WARNING, op->name, "%s is paused after its start and cannot resume: %s",

@@ -336,6 +336,17 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 	return 0;
 }
 
+/* Powers the domain off at once (a domain already gone is fine), saying why. */
+static int destroy_now(virDomainPtr dom, vm_progress_fn progress, void *userdata, const char *why,
+                       struct vm_stop_result *res, char *errbuf, size_t errlen)
+{
+	step(progress, userdata, "destroying", why);
+	if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+		return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()), -EIO;
+	res->destroyed = true;
+	return 0;
+}
+
 /* Waits for the domain to go; says so every few seconds, so that a client (and an API stream's
  * idle timeout) sees the stop is still under way. */
 static int wait_inactive(virDomainPtr dom, double deadline, vm_progress_fn progress, void *userdata)
@@ -399,11 +410,10 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 		return 0;
 	case VM_STOP_FORCE:
 		if (res.was_running) {
-			step(progress, userdata, "destroying", "powering off at once");
-			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
-				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
-				       -EIO;
-			res.destroyed = true;
+			r = destroy_now(dom, progress, userdata, "powering off at once", &res,
+			                errbuf, errlen);
+			if (r < 0)
+				return r;
 		}
 		break;
 	case VM_STOP_SHUTDOWN:
@@ -417,11 +427,10 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 			break;
 		/* A paused CPU never sees the power button: power it off at once. */
 		if (state == VM_STATE_PAUSED) {
-			step(progress, userdata, "destroying", "paused: powering off at once");
-			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
-				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
-				       -EIO;
-			res.destroyed = true;
+			r = destroy_now(dom, progress, userdata, "paused: powering off at once",
+			                &res, errbuf, errlen);
+			if (r < 0)
+				return r;
 			break;
 		}
 		if (timeout_s == 0)
@@ -434,11 +443,9 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 			char d[96];
 			(void)snprintf(d, sizeof(d), "no power-off within %u s: destroying",
 			               timeout_s);
-			step(progress, userdata, "destroying", d);
-			if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
-				return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()),
-				       -EIO;
-			res.destroyed = true;
+			r = destroy_now(dom, progress, userdata, d, &res, errbuf, errlen);
+			if (r < 0)
+				return r;
 		} else if (r < 0) {
 			return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
 		}
