@@ -15,14 +15,7 @@ slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
-on_exit stop_daemon_now
-stop_daemon_now() { stop_daemon; }
+on_exit stop_slated
 start_daemon() { start_slated; }
 
 value=generic-$(head -c 24 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9')
@@ -91,7 +84,7 @@ s --json describe ws1 | python3 -c 'import json,sys; d=json.load(sys.stdin)
 k={x["key"]: x for x in d["secrets"]}; assert k["API_KEY"]["body"] and k["API_KEY"]["query"] == "api_key", k' ||
     fail "describe --json"
 log "the settings survive a restart (the vault keeps them)"
-stop_daemon
+stop_slated
 start_daemon
 s --json secret ls ws1 >"$work/ls2.json"
 cmp -s "$work/ls.json" "$work/ls2.json" || fail "secret ls changed across a restart"

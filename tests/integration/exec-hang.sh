@@ -16,12 +16,6 @@ slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 ws=hang$$
 dom=slate-$ws
 v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
@@ -40,7 +34,7 @@ dump_log() {
     fi
 }
 on_exit cleanup_domain
-on_exit stop_daemon
+on_exit stop_slated
 on_exit dump_log
 
 # A guest that stops answering is declared so after 6 s here (30 s by default).
@@ -197,6 +191,6 @@ ends_within 20 run 252 "$ws stopped"
 bg_pid=$stop_pid
 ends_within 20 stop 252 "$ws stopped"
 s rm $ws --yes >/dev/null
-stop_daemon
+stop_slated
 passed=yes
 log "exec-hang tests passed"

@@ -18,12 +18,6 @@ slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 start_daemon() { start_slated; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
@@ -56,7 +50,7 @@ unmount_shares() {
 }
 on_exit unmount_shares
 on_exit cleanup_domains
-on_exit stop_daemon
+on_exit stop_slated
 ws=ext$$
 
 mnt=$(make_loop_fs btrfs exec 3G)

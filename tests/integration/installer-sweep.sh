@@ -25,12 +25,6 @@ mixed=slate.install-sweep.img-$(printf '%06x' $((($$ + 2) % 16777216)))
 misnamed=slate.installer-sweep-$tag
 all=("$mine" "$other" "$mixed" "$misnamed")
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 cleanup_domains() {
     local d
     for d in "${all[@]}"; do
@@ -38,7 +32,7 @@ cleanup_domains() {
     done
 }
 on_exit cleanup_domains
-on_exit stop_daemon
+on_exit stop_slated
 
 start_daemon() { start_slated -- --libvirt-uri "$SLATE_TEST_URI"; }
 
@@ -47,7 +41,7 @@ state=$mnt/state
 # A first start makes the store (and tells where its images live), then slated goes away as a
 # crash would leave it: the domains below are what its installer would have left running.
 start_daemon
-stop_daemon
+stop_slated
 images=$(realpath "$state")/images
 [ -d "$images" ] || fail "no image store at $images"
 otherimages=$work/other-state/images
@@ -119,11 +113,11 @@ exists "$mixed" || fail "a domain with a disk outside this store was removed"
 exists "$misnamed" || fail "a domain not named like an installer was removed"
 grep -q "installer domain $other: not of state directory" "$work/slated.log" ||
     fail "the other store's domain was not considered"
-stop_daemon
+stop_slated
 
 # A second start finds nothing more to do, and does not touch the others.
 start_daemon
 grep -c "removed installer domain" "$work/slated.log" | grep -qx 1 || fail "removed twice?"
 exists "$other" || fail "the second start removed $other"
-stop_daemon
+stop_slated
 log "ok: $mine removed with its staging directory; $other, $mixed and $misnamed left alone"

@@ -237,6 +237,15 @@ start_slated() {
     fail "slated did not come up"
 }
 
+# stop_slated: SIGTERM the slated start_slated started and wait for it to end (nothing when none
+# runs); clears daemon_pid.
+stop_slated() {
+    [ -n "${daemon_pid:-}" ] || return 0
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=
+}
+
 # s ARG...: the slate client on that slated's socket.
 s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 

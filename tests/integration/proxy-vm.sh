@@ -29,12 +29,6 @@ work=$test_tmpdir
 ws=px$$
 daemon_pid=
 peer_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 tls_pid=
 stop_peer() {
     local p
@@ -48,7 +42,7 @@ cleanup_domain() {
     virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
 }
 on_exit cleanup_domain
-on_exit stop_daemon
+on_exit stop_slated
 on_exit stop_peer
 
 # A test CA and a certificate for the TLS server the guest reaches through the interception.

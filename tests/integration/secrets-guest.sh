@@ -18,12 +18,6 @@ slate=$top_builddir/slate
 work=$test_tmpdir
 ws=sg$$
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 start_daemon() { start_slated; }
 gexec() { s exec "$ws" -- "$@"; }
 cleanup_domain() {
@@ -31,7 +25,7 @@ cleanup_domain() {
     virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
 }
 on_exit cleanup_domain
-on_exit stop_daemon
+on_exit stop_slated
 
 rand() { head -c 200 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c "$1"; }
 anthropic=sk-ant-api03-$(rand 93)AA

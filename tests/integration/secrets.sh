@@ -17,14 +17,7 @@ slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
-on_exit stop_daemon_now
-stop_daemon_now() { stop_daemon; }
+on_exit stop_slated
 start_daemon() { start_slated; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
@@ -172,7 +165,7 @@ done
 
 log "placeholders survive a restart of slated"
 s --json secret ls ws1 >"$work/before.json"
-stop_daemon
+stop_slated
 start_daemon
 s --json secret ls ws1 >"$work/after.json"
 cmp -s "$work/before.json" "$work/after.json" || fail "placeholders changed across a restart"
@@ -216,22 +209,22 @@ grep -q "secret ANTHROPIC_API_KEY" "$work/slated.log" || fail "slated did not lo
 
 log "a master key open to others, or damaged, is refused with a clear error"
 printf '%s' "$generic" | s secret set ws2 KEEP --host a.example >/dev/null
-stop_daemon
+stop_slated
 chmod 0644 "$state/install/master.key"
 start_daemon
 expect_fail 1 "master key.*accessible to group or others" s secret ls ws2
 expect_fail 1 "secrets are unavailable" s secret set ws2 K --host a.example < <(printf 'long-enough-value')
 s --json describe ws2 | jget secrets_error | grep -q "master key" || fail "describe does not say why"
-stop_daemon
+stop_slated
 chmod 0600 "$state/install/master.key"
 start_daemon
 [ "$(s --json secret ls ws2 | jget secrets.0.key)" = KEEP ] || fail "vault lost after the key came back"
-stop_daemon
+stop_slated
 cp "$state/install/master.key" "$work/master.key.saved"
 head -c 16 "$work/master.key.saved" >"$state/install/master.key"
 start_daemon
 expect_fail 1 "master key.*Size differs" s secret ls ws2
-stop_daemon
+stop_slated
 cp "$work/master.key.saved" "$state/install/master.key"
 chmod 0600 "$state/install/master.key"
 start_daemon
@@ -240,7 +233,7 @@ s rm ws2 --yes >/dev/null
 no_values "$work/slated.log"
 
 log "no core dump of slated by default: its heap holds values on their way through"
-stop_daemon
+stop_slated
 old_pattern=$(cat /proc/sys/kernel/core_pattern)
 restore_core_pattern() { printf '%s\n' "$1" >/proc/sys/kernel/core_pattern; }
 on_exit restore_core_pattern "$old_pattern"

@@ -26,12 +26,6 @@ work=$test_tmpdir
 daemon_pid=
 proxy_pid=
 hold_s=14
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 stop_proxy() {
     [ -n "$proxy_pid" ] || return 0
     kill "$proxy_pid" 2>/dev/null || true
@@ -50,7 +44,7 @@ cleanup_domains() {
 }
 domstate() { virsh -q -c qemu:///system domstate "slate-$1" 2>/dev/null | head -1 || true; }
 on_exit cleanup_domains
-on_exit stop_daemon
+on_exit stop_slated
 on_exit stop_proxy
 
 libvirt_sock=/var/run/libvirt/libvirt-sock

@@ -29,12 +29,6 @@ work=$test_tmpdir
 ws=sa$$
 daemon_pid=
 user_agent_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 # The user's own agent is in slated's environment: it must never reach a guest.
 start_daemon() { start_slated SSH_AUTH_SOCK="$work/user.sock"; }
 g() { s exec "$ws" -- env SSH_AUTH_SOCK=/run/slate/ssh-agent.sock "$@"; }
@@ -60,7 +54,7 @@ cleanup_domain() {
 }
 stop_user_agent() { if [ -n "$user_agent_pid" ]; then kill "$user_agent_pid" 2>/dev/null || true; fi; }
 on_exit cleanup_domain
-on_exit stop_daemon
+on_exit stop_slated
 on_exit stop_user_agent
 
 eval "$(ssh-agent -s -a "$work/user.sock")" >/dev/null

@@ -16,12 +16,6 @@ slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
 start_daemon() { start_slated; }
 v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
@@ -45,7 +39,7 @@ cleanup_domains() {
     virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
 }
 on_exit cleanup_domains
-on_exit stop_daemon
+on_exit stop_slated
 # Unique per run: another checkout's make check may drive the same libvirtd at the same time.
 ws=vmt-$$
 
@@ -120,7 +114,7 @@ grep -q "picked up running domain slate-$ws" "$work/slated.log" || fail "not pic
 # A clean stop (SIGTERM, what systemctl stop and restart send) leaves it running too, and the
 # next slated picks it up again and can still reach its console.
 picked=$(grep -c "picked up running domain slate-$ws" "$work/slated.log")
-stop_daemon
+stop_slated
 grep -q "shutting down" "$work/slated.log" || fail "slated did not stop cleanly"
 [ "$(v domstate slate-$ws)" = running ] || fail "the domain died with a clean stop of slated"
 start_daemon
@@ -152,7 +146,7 @@ PY
 # Caught while running: the leak detector pauses the guest. It shows as compromised (not paused),
 # and stop powers it off at once instead of pressing the power button of a paused CPU (issue 26).
 s start $ws >/dev/null
-stop_daemon
+stop_slated
 mark_compromised "$ws"
 v suspend slate-$ws >/dev/null
 start_daemon
@@ -182,7 +176,7 @@ s describe $ws >"$work/out"
 grep -q COMPROMISED "$work/out" && fail "describe still asks to wipe a wiped workspace: $(cat "$work/out")"
 grep -q "^leak: .*wiped since" "$work/out" || fail "describe does not say the leak was wiped: $(cat "$work/out")"
 s create "$ws-h" --home-size 1G >/dev/null
-stop_daemon
+stop_slated
 mark_compromised "$ws-h"
 start_daemon
 s reset "$ws-h" --yes >/dev/null
@@ -204,5 +198,5 @@ s rm $ws --yes >/dev/null
 # Other runs' domains may be orphans to this daemon; none may be ours.
 s doctor --json | python3 -c 'import json,sys; c={x["check"]:x for x in json.load(sys.stdin)["checks"]}; assert "slate-"+sys.argv[1]+" " not in c["domains"]["detail"], c["domains"]' "$ws" ||
     fail "doctor reports $ws's domain as an orphan"
-stop_daemon
+stop_slated
 echo "vm: all checks passed"

@@ -18,14 +18,7 @@ work=$test_tmpdir
 tuser=slt-w$$
 add_test_user "$tuser"
 daemon_pid=
-stop_daemon() {
-    [ -n "$daemon_pid" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
-on_exit stop_daemon_now
-stop_daemon_now() { stop_daemon; }
+on_exit stop_slated
 
 start_daemon() { # state-dir [NAME=VALUE...]
     local state=$1
@@ -184,7 +177,7 @@ XML
     expect_fail 1 "no workspace named 'ws2'" s describe ws2
     s rm ws1 --yes >/dev/null
     [ "$(s ls --json | jget workspaces)" = "[]" ] || fail "ls after rm: $(s ls --json)"
-    stop_daemon
+    stop_slated
 }
 
 # btrfs and XFS, loop-mounted.
@@ -199,7 +192,7 @@ exercise_backend "$work/ext4-state" pool
 # A clean stop unmounts the pool when nothing uses it (issue 26); the next start attaches it again.
 start_daemon "$work/ext4-state"
 s create survivor >/dev/null
-stop_daemon
+stop_slated
 mountpoint -q "$work/ext4-state/pool" && fail "the pool stays mounted after a clean stop, unused"
 grep -q "unmounted the storage pool $work/ext4-state/pool" "$work/slated.log" || fail "the log does not say the pool was unmounted"
 start_daemon "$work/ext4-state"
@@ -208,7 +201,7 @@ start_daemon "$work/ext4-state"
 # next start reuses the mount. slated --cleanup refuses while a slated runs, then unmounts it and
 # removes the runtime directory once nothing uses them.
 exec 9<"$work/ext4-state/pool/workspaces"
-stop_daemon
+stop_slated
 mountpoint -q "$work/ext4-state/pool" || fail "the pool was unmounted while in use"
 grep -q "storage pool $work/ext4-state/pool stays mounted: something has files open in it" "$work/slated.log" ||
     fail "the log does not say why the pool stays mounted"
@@ -217,7 +210,7 @@ start_daemon "$work/ext4-state"
 expect_fail 1 "a slated serves state directory $work/ext4-state: stop it first" \
     "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
 s rm survivor --yes >/dev/null
-stop_daemon
+stop_slated
 expect_fail 1 "stays mounted: something has files open" \
     "$slated" --cleanup --state-dir "$work/ext4-state" --runtime-dir "$work/run"
 grep -q "^removed the runtime directory $work/run$" "$work/out" || fail "slated --cleanup said: $(cat "$work/out")"
@@ -262,14 +255,14 @@ ls -A "$mnt/state/workspaces/.home-templates" 2>/dev/null | grep -q '^\.tmp' &&
     fail "a half-made home template: $(ls -A "$mnt/state/workspaces/.home-templates")"
 rm -f "$mnt/filler"
 s create big >/dev/null || fail "create after freeing space"
-stop_daemon
+stop_slated
 
 # kill -9 of slated in the middle of create and rm: after a restart, the old state or the new.
 mnt=$(make_loop_fs btrfs ws-crash 1G)
 start_daemon "$mnt/state"
 s image import test "$test_image_dir/disk.img" >/dev/null
 s create keep >/dev/null
-stop_daemon
+stop_slated
 for point in $(sed -n 's/^| `\(create:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-points.md"); do
     start_daemon "$mnt/state" SLATE_CRASH_POINT="$point"
     s create crashy >/dev/null 2>&1 && fail "create survived crash point $point"
@@ -285,13 +278,13 @@ for point in $(sed -n 's/^| `\(create:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-
         s describe crashy --json >/dev/null || fail "crashy is listed but broken after $point"
         s rm crashy --yes >/dev/null
     fi
-    stop_daemon
+    stop_slated
     log "crash at $point: consistent ($names)"
 done
 for point in $(sed -n 's/^| `\(delete:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-points.md"); do
     start_daemon "$mnt/state"
     s create doomed >/dev/null
-    stop_daemon
+    stop_slated
     start_daemon "$mnt/state" SLATE_CRASH_POINT="$point"
     s rm doomed --yes >/dev/null 2>&1 && fail "rm survived crash point $point"
     wait "$daemon_pid" 2>/dev/null || true
@@ -304,7 +297,7 @@ for point in $(sed -n 's/^| `\(delete:[a-z-]*\)`.*/\1/p' "$top_srcdir/doc/crash-
     *) fail "after a crash at $point: workspaces '$names'" ;;
     esac
     [ "$(s describe keep --json | jget home_present)" = true ] || fail "crash at $point lost keep's home"
-    stop_daemon
+    stop_slated
     log "crash at $point: consistent ($names)"
 done
 echo "workspaces: all checks passed"
