@@ -9,6 +9,10 @@ EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_t
 # The guest channel end to end: exec, shell PTYs, run --rm, proven-boot checkpoints.
 integration_tests += tests/integration/exec.sh
 
+# Shares that cannot reach past their directory: symlink swaps between create and start, and
+# guest root on a share served by a virtiofsd that runs as the share's owner (issue 19).
+integration_tests += tests/integration/shares.sh
+
 # Secrets as the guest sees them: provisioned placeholders, and no real value in the guest's
 # environment, files, memory or disks.
 integration_tests += tests/integration/secrets-guest.sh

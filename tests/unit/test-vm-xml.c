@@ -32,8 +32,8 @@
 #define ODD_DIR "/srv/it's \"odd\" & <weird>/ws"
 
 static const struct vm_share shares[] = {
-        {.host_dir = "/home/u/src & co", .tag = "share0", .readonly = true},
-        {.host_dir = "/home/u/out", .tag = "share1", .readonly = false},
+        {.socket = "/run/slate/vm/w & co/fs-share0.sock", .tag = "share0", .readonly = true},
+        {.socket = "/run/slate/vm/w/fs-share1.sock", .tag = "share1", .readonly = false},
 };
 
 static struct vm_config base_config(void)
@@ -57,7 +57,6 @@ static struct vm_config base_config(void)
 	        .cmdline = "console=ttyS0 root=/dev/vda rw quote=\"x\" amp=&",
 	        .console_log = "/run/slate/vm/ws1/console.log",
 	        .channel_socket = "/run/slate/vm/ws1/channel.sock",
-	        .virtiofsd = "/usr/lib/qemu/virtiofsd",
 	};
 }
 
@@ -211,9 +210,12 @@ static void test_shares(void **state)
 	assert_xp(&p, "/domain/memoryBacking/access/@mode", "shared");
 	assert_int_equal(count(&p, "/domain/devices/filesystem"), 2);
 	assert_xp(&p, "/domain/devices/filesystem[1]/driver/@type", "virtiofs");
-	assert_xp(&p, "/domain/devices/filesystem[1]/source/@dir", "/home/u/src & co");
+	/* Only the socket of slated's virtiofsd: no host directory, no binary for libvirt. */
+	assert_xp(&p, "/domain/devices/filesystem[1]/source/@socket",
+	          "/run/slate/vm/w & co/fs-share0.sock");
+	assert_int_equal(count(&p, "/domain/devices/filesystem/source/@dir"), 0);
+	assert_int_equal(count(&p, "/domain/devices/filesystem/binary"), 0);
 	assert_xp(&p, "/domain/devices/filesystem[1]/target/@dir", "share0");
-	assert_xp(&p, "/domain/devices/filesystem[1]/binary/@path", "/usr/lib/qemu/virtiofsd");
 	assert_int_equal(count(&p, "/domain/devices/filesystem[1]/readonly"), 0);
 	assert_int_equal(count(&p, "/domain/devices/filesystem[2]/readonly"), 0);
 	parsed_free(&p);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "channel/channels.h"
 #include "image/store.h"
 #include "storage/storage.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -34,10 +37,10 @@
 #include "vm/kvm.h"
 #include "vm/lifecycle.h"
 #include "vm/qemu-user.h"
+#include "vm/virtiofs.h"
 #include "vm/xml.h"
 #include "workspace/workspace.h"
 
-#define VIRTIOFSD "/usr/lib/qemu/virtiofsd"
 #define API_ERR_COMPROMISED "compromised"
 #define API_ERR_BASE_DRIFT "base_drift"
 
@@ -113,64 +116,156 @@ static char *make_cmdline(const char *image_cmdline)
 }
 
 /*
- * Read-only shares: QEMU's virtiofsd (7.2) has no read-only mode and libvirt 9.0 refuses
- * <readonly/> for virtiofs, so virtiofsd serves a read-only bind mount of the directory, made
- * under the runtime directory ($runtime/vm/<workspace>/ro/<tag>). Root in the guest cannot write
- * through it: the kernel refuses on the host side. Unmounted when the domain stops.
+ * Shares: one virtiofsd per share, run as the share's owner over the directory opened afresh at
+ * every start without following a symlink (vm/virtiofs.h). QEMU reaches it through
+ * <run_dir>/fs-<tag>.sock, a socket slated binds and hands over; <run_dir>/fs-<tag>.pid says
+ * which process serves it ("<pid> <start time>"), for stopping it when the domain does not come
+ * up or is gone. virtiofsd also exits by itself when QEMU disconnects.
  */
-/*
- * Mounts a read-only bind of src on mp. The mount is made read-only before it is attached
- * (open_tree, mount_setattr, move_mount): a bind made writable and then remounted read-only
- * reaches the mount namespaces that receive propagation from ours (libvirtd's where .ci/libvirtd
- * or a systemd sandbox gave it one, and so virtiofsd's) as the writable first version, since a
- * remount does not propagate. Kernels before 5.12 get the two-step way.
- */
-static int ro_bind_attach(const char *src, const char *mp)
+static int share_socket(const struct daemon_ctx *d, const char *path, int *ret_fd)
 {
-	struct mount_attr attr = {.attr_set =
-	                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-	_cleanup_close_ int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	int r;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	_cleanup_close_ int fd = -1;
+	struct vm_qemu_user u;
 
-	if (fd >= 0) {
-		if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
-		    move_mount(fd, "", AT_FDCWD, mp, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	(void)unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	/* Only QEMU's user may connect (slated, as root, needs no mode bits); it reaches the
+	 * socket through the workspace's runtime directory, which its group may search. */
+	if (vm_qemu_user_load(d->libvirt_uri, NULL, &u) == 1) {
+		_cleanup_free_ char *dir = strdup(path);
+		char *slash = dir ? strrchr(dir, '/') : NULL;
+
+		if (!slash)
+			return -ENOMEM;
+		*slash = '\0';
+		if (chown(path, u.uid, u.gid) < 0 || chown(dir, 0, u.gid) < 0 ||
+		    chmod(dir, 0710) < 0)
 			return -errno;
-		return 0;
 	}
-	if (errno != ENOSYS)
+	if (chmod(path, 0600) < 0 || listen(fd, 1) < 0)
 		return -errno;
-	if (mount(src, mp, NULL, MS_BIND, NULL) < 0)
-		return -errno;
-	if (mount(NULL, mp, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
-	    0) {
-		r = -errno;
-		(void)umount2(mp, MNT_DETACH);
-		return r;
-	}
+	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
 
-static int ro_bind(const char *run_dir, const char *tag, const char *src, char **ret)
+/* The share's owner's primary group, or the directory's group when the owner has no entry. */
+static gid_t owner_gid(uid_t uid, gid_t dir_gid)
 {
-	_cleanup_free_ char *dir = fs_path_join(run_dir, "ro"), *mp = NULL;
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+		return pw.pw_gid;
+	return dir_gid;
+}
+
+/*
+ * Serves share i of w on its socket: checks the directory again (vm/virtiofs.h says how) and
+ * starts its virtiofsd. expect_uid is the owner recorded at create.
+ */
+static int share_start(const struct daemon_ctx *d, const char *run_dir, const char *tag,
+                       const struct workspace_share *sh, uid_t expect_uid, char **ret_socket,
+                       char *err, size_t errlen)
+{
+	_cleanup_free_ char *sock = NULL, *pidfile = NULL;
+	_cleanup_close_ int dfd = -1, lfd = -1, logfd = -1;
+	char name[64], line[64];
+	struct virtiofs_spec spec;
+	uint64_t start = 0;
+	struct stat st;
+	pid_t pid = 0;
 	int r;
 
-	if (!dir || !(mp = fs_path_join(dir, tag)))
+	(void)snprintf(name, sizeof(name), "fs-%s.sock", tag);
+	sock = fs_path_join(run_dir, name);
+	(void)snprintf(name, sizeof(name), "fs-%s.pid", tag);
+	pidfile = fs_path_join(run_dir, name);
+	if (!sock || !pidfile)
 		return -ENOMEM;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	(void)umount2(mp, MNT_DETACH);
-	if (mkdir(mp, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	r = ro_bind_attach(src, mp);
+	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err, errlen);
 	if (r < 0)
 		return r;
-	*ret = TAKE_PTR(mp);
+	if (fstat(dfd, &st) < 0)
+		return -errno;
+	r = share_socket(d, sock, &lfd);
+	if (r < 0)
+		return (void)snprintf(err, errlen, "share %s: socket %s: %s", sh->host_dir, sock,
+		                      slate_strerror(r)),
+		       r;
+	(void)snprintf(name, sizeof(name), "fs-%s.log", tag);
+	logfd = openat(AT_FDCWD, run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (logfd >= 0) {
+		int lf = openat(logfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		                0600);
+		(void)close(logfd);
+		logfd = lf;
+	}
+	spec = (struct virtiofs_spec){.dir_fd = dfd,
+	                              .listen_fd = lfd,
+	                              .uid = st.st_uid,
+	                              .gid = owner_gid(st.st_uid, st.st_gid),
+	                              .readonly = sh->readonly,
+	                              .binary = getenv("SLATE_VIRTIOFSD"),
+	                              .log_fd = logfd};
+	r = virtiofs_spawn(&spec, &pid, &start, err, errlen);
+	if (r < 0)
+		return r;
+	(void)snprintf(line, sizeof(line), "%d %llu\n", (int)pid, (unsigned long long)start);
+	r = fs_write_atomic_at(AT_FDCWD, pidfile, line, strlen(line), 0600);
+	if (r < 0) {
+		(void)virtiofs_kill(pid, start);
+		return (void)snprintf(err, errlen, "share %s: %s: %s", sh->host_dir, pidfile,
+		                      slate_strerror(r)),
+		       r;
+	}
+	*ret_socket = TAKE_PTR(sock);
 	return 0;
 }
 
-/* Undoes every ro_bind() of a workspace. */
+/* Stops the virtiofsd processes of a workspace that still run, and removes their files. */
+static void shares_stop(const struct daemon_ctx *d, const char *name)
+{
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_(closedirp) DIR *dp = NULL;
+	struct dirent *de;
+
+	if (asprintf(&dir, "%s/vm/%s", d->runtime_dir, name) < 0 || !(dp = opendir(dir)))
+		return;
+	while ((de = readdir(dp))) {
+		_cleanup_(buf_freep) struct buf *b = NULL;
+		unsigned long long start = 0;
+		size_t n = strlen(de->d_name);
+		int pid = 0;
+		char sock[80];
+
+		if (strncmp(de->d_name, "fs-", 3) != 0 || n < 8 || n > 60 ||
+		    !streq(de->d_name + n - 4, ".pid"))
+			continue;
+		if (fs_read_file_at(dirfd(dp), de->d_name, 63, &b) >= 0 && buf_len(b) < 64) {
+			char line[64];
+			memcpy(line, buf_ptr(b), buf_len(b));
+			line[buf_len(b)] = '\0';
+			if (sscanf(line, "%d %llu", &pid, &start) == 2 &&
+			    virtiofs_kill(pid, start) == 0)
+				log_ws(LOG_DEBUG, name, "stopped virtiofsd %d (%.*s)", pid,
+				       (int)(n - 7), de->d_name + 3);
+		}
+		(void)unlinkat(dirfd(dp), de->d_name, 0);
+		(void)snprintf(sock, sizeof(sock), "%.*s.sock", (int)(n - 4), de->d_name);
+		(void)unlinkat(dirfd(dp), sock, 0);
+	}
+}
+
+/* Read-only bind mounts of shares made by slated versions before issue 19, which served shares
+ * through libvirt's virtiofsd: unmounted once their domain is gone. */
 static void ro_unbind_all(const struct daemon_ctx *d, const char *name)
 {
 	_cleanup_free_ char *dir = NULL;
@@ -187,6 +282,13 @@ static void ro_unbind_all(const struct daemon_ctx *d, const char *name)
 			log_ws(LOG_WARNING, name, "cannot unmount %s: %s", mp, strerror(errno));
 		(void)rmdir(mp);
 	}
+}
+
+/* Everything that served a workspace's shares: its virtiofsd processes, old read-only binds. */
+static void shares_release(const struct daemon_ctx *d, const char *name)
+{
+	shares_stop(d, name);
+	ro_unbind_all(d, name);
 }
 
 struct boot_paths {
@@ -559,23 +661,39 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		boot_paths_free(&p);
 		return -ENOMEM;
 	}
+	/* A domain that runs (or is paused) keeps the virtiofsd it has. */
 	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
+		const struct workspace_share *sh = &w->shares[i];
+		uid_t expect = sh->uid != (uid_t)-1 ? sh->uid
+		               : w->owner != 0      ? w->owner
+		                                    : (uid_t)-1;
+
 		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
-		if (w->shares[i].readonly) {
-			r = ro_bind(p.run_dir, p.tags[i], w->shares[i].host_dir, &p.ro[i]);
-			if (r < 0) {
-				ro_unbind_all(d, name);
-				boot_paths_free(&p);
-				return start_fail(s, API_ERR_FAILED,
-				                  "start %s: cannot make a read-only view of share "
-				                  "%s: %s",
-				                  name, w->shares[i].host_dir, slate_strerror(r));
-			}
+		if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
+			char nm[64];
+			(void)snprintf(nm, sizeof(nm), "fs-%s.sock", p.tags[i]);
+			p.ro[i] = fs_path_join(p.run_dir, nm);
+		} else {
+			if (i == 0)
+				shares_release(d, name);
+			r = share_start(d, p.run_dir, p.tags[i], sh, expect, &p.ro[i], errbuf,
+			                sizeof(errbuf));
 		}
-		p.shares[i] =
-		        (struct vm_share){.host_dir = p.ro[i] ? p.ro[i] : w->shares[i].host_dir,
-		                          .tag = p.tags[i],
-		                          .readonly = w->shares[i].readonly};
+		if (r >= 0 && !p.ro[i])
+			r = -ENOMEM;
+		if (r < 0) {
+			shares_release(d, name);
+			boot_paths_free(&p);
+			log_ws(LOG_WARNING, name, "start %s refused: %s", name, errbuf);
+			return start_fail(
+			        s,
+			        r == -ELOOP || r == -EPERM || r == -ENOTDIR || r == -ENOENT
+			                ? API_ERR_CONFLICT
+			                : API_ERR_FAILED,
+			        "start %s: %s", name, errbuf[0] ? errbuf : slate_strerror(r));
+		}
+		p.shares[i] = (struct vm_share){
+		        .socket = p.ro[i], .tag = p.tags[i], .readonly = sh->readonly};
 	}
 	c = (struct vm_config){
 	        .domain_name = domain,
@@ -599,7 +717,6 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 	        .vsock = access("/dev/vhost-vsock", R_OK | W_OK) == 0,
 	        .shares = p.shares,
 	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
-	        .virtiofsd = VIRTIOFSD,
 	};
 	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
 	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, errbuf,
@@ -610,7 +727,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		/* A failed boot (a libvirt connection lost mid-start, say) leaves nothing behind. */
 		if ((state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) && r != -EEXIST) {
 			start_undo(d, name, errbuf);
-			ro_unbind_all(d, name);
+			shares_release(d, name);
 		}
 		explain_denied(d, errbuf, sizeof(errbuf));
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
@@ -716,7 +833,7 @@ static void start_settle_orphan(struct vm_op *op, const struct start_io *io, int
 		log_ws(LOG_NOTICE, op->name, "start %s failed after its client went away",
 		       op->name);
 		start_undo(d, op->name, io->msg);
-		ro_unbind_all(d, op->name);
+		shares_release(d, op->name);
 		return;
 	}
 	/* Paused by the leak detector is paused on purpose. */
@@ -803,7 +920,7 @@ int api_vm_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err,
 	if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
 		return r;
 	(void)vm_domain_forget(d->libvirt_uri, name, true);
-	ro_unbind_all(d, name);
+	shares_release(d, name);
 	r = workspace_delete(d->workspaces, name);
 	if (r < 0)
 		(void)snprintf(err, errlen, "deleting: %s", slate_strerror(r));
@@ -877,7 +994,7 @@ static int stop_stream(struct api_stream *s, void *arg)
 	if (r >= 0 && asked)
 		sr.was_running = true; /* it went before vm_stop looked */
 	if (r >= 0 && mode != VM_STOP_SUSPEND)
-		ro_unbind_all(d, op->name);
+		shares_release(d, op->name);
 	if (r < 0)
 		return stream_fail(
 		        s, r == -EALREADY || r == -ENOTCONN ? API_ERR_CONFLICT : API_ERR_FAILED,
@@ -1082,7 +1199,7 @@ static void *forget_main(void *p)
 	    workspace_lock(j->d->workspaces, j->name, &lock_fd) >= 0) {
 		(void)vm_domain_forget(j->d->libvirt_uri, j->name, false);
 		if (vm_domain_is_active(j->d->libvirt_uri, j->name) == 0)
-			ro_unbind_all(j->d, j->name);
+			shares_release(j->d, j->name);
 	}
 	free(j);
 	return NULL;
@@ -1219,7 +1336,7 @@ static void sweep_ro_binds(struct daemon_ctx *d)
 	while (dp && (de = readdir(dp)))
 		if (workspace_name_check(de->d_name) >= 0 &&
 		    vm_domain_is_active(d->libvirt_uri, de->d_name) == 0)
-			ro_unbind_all(d, de->d_name);
+			shares_release(d, de->d_name);
 }
 
 /*

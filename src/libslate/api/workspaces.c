@@ -327,6 +327,7 @@ static int parse_shares(const struct api_request *req, struct json_object *arr,
 			                       host),
 			       -EPERM;
 		out[i].host_dir = strdup(real);
+		out[i].uid = st.st_uid;
 		if (guest) {
 			if (!guest_path_ok(guest))
 				return api_reply_error(

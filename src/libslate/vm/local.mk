@@ -6,6 +6,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/vm/kvm.c src/libslate/vm/kvm.h \
 	src/libslate/vm/qemu-user.c src/libslate/vm/qemu-user.h \
 	src/libslate/vm/define-time.c src/libslate/vm/define-time.h \
+	src/libslate/vm/virtiofs.c src/libslate/vm/virtiofs.h \
 	src/libslate/vm/lifecycle.c src/libslate/vm/lifecycle.h \
 	src/libslate/vm/events.c src/libslate/vm/events.h \
 	src/libslate/api/vm.c src/libslate/api/exec.c src/libslate/api/exec.h
@@ -52,3 +53,10 @@ tests_unit_test_define_time_LDADD = $(UNIT_LDADD)
 # Start, stop, suspend/resume, console, events and daemon restarts on the test image (TCG).
 integration_tests += tests/integration/vm.sh
 EXTRA_DIST += tests/integration/vm.sh
+
+# Shares: the path walk that refuses symlinks and owner changes, and virtiofsd as the owner.
+unit_tests += tests/unit/test-virtiofs
+check_PROGRAMS += tests/unit/test-virtiofs
+tests_unit_test_virtiofs_SOURCES = tests/unit/test-virtiofs.c
+tests_unit_test_virtiofs_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_virtiofs_LDADD = $(UNIT_LDADD)

@@ -39,8 +39,7 @@
  * (uid_t)-1). Returns 0 and an O_PATH fd in *ret_fd, or -errno with a message naming the
  * component in err: -ELOOP (a symlink), -ENOTDIR, -ENOENT, -EPERM (owner changed), -EINVAL.
  */
-int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err,
-                        size_t errlen);
+int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err, size_t errlen);
 
 struct virtiofs_spec {
 	int dir_fd;         /* the share, from virtiofs_share_open() */
@@ -58,10 +57,10 @@ struct virtiofs_spec {
  * (field 22 of /proc/PID/stat, for virtiofs_kill) once virtiofsd has been exec'd, or -errno with
  * the reason in err.
  */
-int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
-                   char *err, size_t errlen);
+int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start, char *err,
+                   size_t errlen);
 
-/* Kills (SIGTERM) the virtiofsd started as pid at start time start, if it still runs:
+/* Kills (SIGKILL, with its process group) the virtiofsd started as pid at start time start, if it still runs:
  * 0, or -ESRCH when that process is gone (or the pid now belongs to another process). */
 int virtiofs_kill(pid_t pid, uint64_t start);
 

@@ -270,20 +270,17 @@ static int set_shares(xmlNodePtr root, xmlNodePtr devices, const struct vm_confi
 	for (size_t i = 0; i < c->n_shares; i++) {
 		const struct vm_share *s = &c->shares[i];
 
+		/* virtiofsd is slated's (vm/virtiofs.h), running as the share's owner: libvirt
+		 * and QEMU get only its socket, never the host directory. Read-only is enforced
+		 * there (libvirt refuses <readonly/> for virtiofs). */
 		n = xmlNewChild(devices, NULL, BAD_CAST "filesystem", NULL);
-		if (!n || set_prop(n, "type", "mount") < 0 ||
-		    set_prop(n, "accessmode", "passthrough") < 0 ||
+		if (!n || !s->socket || set_prop(n, "type", "mount") < 0 ||
 		    set_prop(xmlNewChild(n, NULL, BAD_CAST "driver", NULL), "type", "virtiofs") <
 		            0 ||
-		    set_prop(xmlNewChild(n, NULL, BAD_CAST "source", NULL), "dir", s->host_dir) <
+		    set_prop(xmlNewChild(n, NULL, BAD_CAST "source", NULL), "socket", s->socket) <
 		            0 ||
 		    set_prop(xmlNewChild(n, NULL, BAD_CAST "target", NULL), "dir", s->tag) < 0)
 			return -ENOMEM;
-		if (c->virtiofsd && set_prop(xmlNewChild(n, NULL, BAD_CAST "binary", NULL), "path",
-		                             c->virtiofsd) < 0)
-			return -ENOMEM;
-		/* No <readonly/>: libvirt refuses it for virtiofs; a read-only share's host_dir
-		 * is a read-only bind mount already (api/vm.c). */
 	}
 	return 0;
 }

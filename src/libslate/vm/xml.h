@@ -19,8 +19,8 @@
 #define VM_TEMPLATE_MAX (256u * 1024u)
 
 struct vm_share {
-	const char *host_dir; /* for a read-only share: a read-only bind mount of it */
-	const char *tag;      /* the virtiofs mount tag */
+	const char *socket; /* the vhost-user socket of the share's virtiofsd (vm/virtiofs.h) */
+	const char *tag;    /* the virtiofs mount tag */
 	bool readonly;
 };
 
@@ -46,7 +46,6 @@ struct vm_config {
 	bool vsock;                 /* a vhost-vsock device with an automatic CID instead */
 	const struct vm_share *shares;
 	size_t n_shares;
-	const char *virtiofsd; /* path of virtiofsd (shares only) */
 };
 
 /* What slate's <metadata> says about a domain, and its type. */

@@ -151,6 +151,8 @@ static int shares_to_json(const struct workspace *w, struct json_object **ret)
 			r = add_nullable_string(o, "guestDir", sh->guest_dir);
 		if (r >= 0)
 			r = json_add_bool(o, "readonly", sh->readonly);
+		if (r >= 0 && sh->uid != (uid_t)-1)
+			r = json_add_int64(o, "uid", (int64_t)sh->uid);
 		if (r < 0)
 			return r;
 	}
@@ -273,8 +275,19 @@ static int shares_from_json(struct json_object *a, struct workspace *w)
 		int r;
 
 		w->n_shares = i + 1;
-		if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) != 3)
+		sh->uid = (uid_t)-1;
+		if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) < 3 ||
+		    json_object_object_length(o) > 4)
 			return SLATE_ERR_INVALID_FORMAT;
+		/* "uid" arrived with issue 19; records made before have three members. */
+		if (json_object_object_length(o) == 4) {
+			int64_t uid;
+			if ((r = fmt(json_get_int64(o, "uid", &uid))) < 0)
+				return r;
+			if (uid < 0 || uid >= (int64_t)UINT32_MAX)
+				return SLATE_ERR_INVALID_FORMAT;
+			sh->uid = (uid_t)uid;
+		}
 		if ((r = get_strdup(o, "hostDir", &sh->host_dir)) < 0 ||
 		    (r = get_nullable_string(o, "guestDir", &sh->guest_dir)) < 0 ||
 		    (r = fmt(json_get_bool(o, "readonly", &sh->readonly))) < 0)

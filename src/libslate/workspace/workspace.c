@@ -488,6 +488,7 @@ static int build_workspace(const struct workspace_create_args *a, int64_t base_v
 			sh->guest_dir =
 			        a->shares[i].guest_dir ? strdup(a->shares[i].guest_dir) : NULL;
 			sh->readonly = a->shares[i].readonly;
+			sh->uid = a->shares[i].uid;
 			if (!sh->host_dir || (a->shares[i].guest_dir && !sh->guest_dir))
 				return -ENOMEM;
 		}

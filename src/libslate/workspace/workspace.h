@@ -37,6 +37,7 @@ struct workspace_share {
 	char *host_dir;
 	char *guest_dir;
 	bool readonly;
+	uid_t uid; /* host_dir's owner when it was shared; (uid_t)-1 in records made before */
 };
 
 struct workspace {
