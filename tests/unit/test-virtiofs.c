@@ -107,8 +107,7 @@ static void test_walk(void **state)
 	                 -ENOTDIR);
 	assert_non_null(strstr(err, "no longer a directory"));
 	assert_int_equal(unlink(at("a/b")), 0);
-	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err)),
-	                 -ENOENT);
+	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err)), -ENOENT);
 	assert_int_equal(mkdir(at("a/b"), 0755), 0);
 	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid + 1, &fd, err, sizeof(err)),
 	                 -EPERM);
@@ -175,6 +174,8 @@ static void test_spawn(void **state)
 	                              .listen_fd = lfd,
 	                              .uid = 65534,
 	                              .gid = 65534,
+	                              .guest_uid = VIRTIOFS_GUEST_UID,
+	                              .guest_gid = VIRTIOFS_GUEST_GID,
 	                              .readonly = true,
 	                              .log_fd = -1};
 	r = virtiofs_spawn(&spec, &pid, &start, err, sizeof(err));

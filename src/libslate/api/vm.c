@@ -212,6 +212,8 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 	                              .listen_fd = lfd,
 	                              .uid = st.st_uid,
 	                              .gid = owner_gid(st.st_uid, st.st_gid),
+	                              .guest_uid = VIRTIOFS_GUEST_UID,
+	                              .guest_gid = VIRTIOFS_GUEST_GID,
 	                              .readonly = sh->readonly,
 	                              .binary = getenv("SLATE_VIRTIOFSD"),
 	                              .log_fd = logfd};

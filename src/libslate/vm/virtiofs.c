@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
@@ -28,8 +29,7 @@
 #define VFS_SOCKET_FD 3
 #define VFS_SHARE_DIR "/tmp/share"
 
-int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err,
-                        size_t errlen)
+int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err, size_t errlen)
 {
 	_cleanup_free_ char *copy = NULL, *walked = NULL;
 	_cleanup_close_ int fd = -1;
@@ -56,8 +56,9 @@ int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *e
 		memcpy(walked + len, comp, strlen(comp) + 1);
 		len += strlen(comp);
 		if (streq(comp, ".") || streq(comp, ".."))
-			return (void)snprintf(err, errlen, "%s: '%s' is not allowed in a share path",
-			                      path, comp),
+			return (void)snprintf(err, errlen,
+			                      "%s: '%s' is not allowed in a share path", path,
+			                      comp),
 			       -EINVAL;
 		next = openat(fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 		if (next >= 0) {
@@ -137,11 +138,16 @@ int virtiofs_kill(pid_t pid, uint64_t start)
 /* ---- the child ---- */
 
 /*
- * The seccomp filter that lets virtiofsd's set*id calls succeed without effect (see the header).
- * Any other syscall, and any from another architecture's table, is left alone: a set*id call it
- * does not catch fails in the namespace as it would without the filter.
+ * The seccomp filter virtiofsd runs under, on top of its own:
+ * - its set*id calls succeed without effect (see the header): they could only fail in the
+ *   namespace, where the guest caller's ids are not mapped;
+ * - a mode with the setuid or setgid bit is refused (EPERM) in chmod, fchmod, fchmodat, creat,
+ *   open, openat, mknod and mknodat: no share gets a set-id program from a guest, not even one
+ *   that runs as the owner (for a share root owns, that would be a setuid-root file).
+ * Syscalls of another architecture's table are not looked at: the set*id ones fail in the
+ * namespace as they would without the filter, and virtiofsd makes none.
  */
-static int install_setid_noop(void)
+static int install_filter(void)
 {
 #if defined(__x86_64__)
 #define VFS_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -152,6 +158,13 @@ static int install_setid_noop(void)
 #define NOOP(nr)                                                                                   \
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                           \
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0)
+/* If nr: load the low 32 bits of argument arg, refuse when it has S_ISUID or S_ISGID. */
+#define NOSETID(nr, arg)                                                                           \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 4),                                           \
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[arg])),      \
+	        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, S_ISUID | S_ISGID, 0, 1),                     \
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),                              \
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 	struct sock_filter f[] = {
 	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, VFS_AUDIT_ARCH, 1, 0),
@@ -165,9 +178,23 @@ static int install_setid_noop(void)
 	        NOOP(__NR_setregid),
 	        NOOP(__NR_setfsuid),
 	        NOOP(__NR_setfsgid),
+	        NOSETID(__NR_fchmod, 1),
+	        NOSETID(__NR_fchmodat, 2),
+	        NOSETID(__NR_openat, 3),
+	        NOSETID(__NR_mknodat, 2),
+#ifdef __NR_chmod
+	        NOSETID(__NR_chmod, 1),
+	        NOSETID(__NR_creat, 1),
+	        NOSETID(__NR_open, 2),
+	        NOSETID(__NR_mknod, 1),
+#endif
+#ifdef __NR_fchmodat2
+	        NOSETID(__NR_fchmodat2, 2),
+#endif
 	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 #undef NOOP
+#undef NOSETID
 	struct sock_fprog prog = {.len = ELEMENTSOF(f), .filter = f};
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
@@ -204,8 +231,32 @@ _noreturn_ static void die(int status_fd, int e, const char *what)
 }
 
 /*
- * In the grandchild: becomes the owner in a new user and mount namespace (the parent writes the
- * maps between the two pipe steps), puts the share on VFS_SHARE_DIR and runs virtiofsd.
+ * The capabilities the daemon holds in its user namespace (all of them: it made it) survive the
+ * switch to the guest user's id and the exec: kept, made effective and inheritable, then
+ * ambient. They reach nothing outside the namespace.
+ */
+static int keep_caps_ambient(bool ambient)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct c[2];
+
+	if (syscall(SYS_capget, &h, c) < 0)
+		return -errno;
+	for (size_t i = 0; i < ELEMENTSOF(c); i++)
+		c[i].effective = c[i].inheritable = c[i].permitted;
+	if (syscall(SYS_capset, &h, c) < 0)
+		return -errno;
+	for (int cap = 0; ambient && cap <= CAP_LAST_CAP; cap++)
+		if ((c[cap / 32].permitted & (1u << (cap % 32))) &&
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+			return -errno;
+	return 0;
+}
+
+/*
+ * In the grandchild: becomes the guest user (spec->guest_uid), which the namespace maps to the
+ * share's owner, in a new user and mount namespace (the parent writes the maps between the two
+ * pipe steps), puts the share on VFS_SHARE_DIR and runs virtiofsd.
  */
 _noreturn_ static void run_daemon(const struct virtiofs_spec *spec, int sync_rd, int ready_wr,
                                   int status_fd)
@@ -213,6 +264,8 @@ _noreturn_ static void run_daemon(const struct virtiofs_spec *spec, int sync_rd,
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
 	                          .propagation = MS_PRIVATE};
 	const char *bin = spec->binary ? spec->binary : VIRTIOFSD_DEFAULT;
+	uid_t u = spec->guest_uid;
+	gid_t g = spec->guest_gid;
 	char fdarg[32], go;
 	int r;
 
@@ -228,8 +281,12 @@ _noreturn_ static void run_daemon(const struct virtiofs_spec *spec, int sync_rd,
 		die(status_fd, errno, "unshare(user, mount)");
 	if (write(ready_wr, "u", 1) != 1 || read(sync_rd, &go, 1) != 1 || go != 'g')
 		_exit(127);
-	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+	if (setresgid(g, g, g) < 0 || prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 ||
+	    setresuid(u, u, u) < 0)
 		die(status_fd, errno, "becoming the share's owner");
+	r = keep_caps_ambient(false);
+	if (r < 0)
+		die(status_fd, -r, "keeping the namespace's capabilities");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die(status_fd, errno, "making the mount namespace private");
 	/* A small tmpfs of its own holds the mount point; the rest of the host stays as it is,
@@ -256,7 +313,10 @@ _noreturn_ static void run_daemon(const struct virtiofs_spec *spec, int sync_rd,
 	if (r < 0 || dup2(r, STDIN_FILENO) < 0 || dup2(r, STDOUT_FILENO) < 0 ||
 	    dup2(spec->log_fd >= 0 ? spec->log_fd : r, STDERR_FILENO) < 0)
 		die(status_fd, errno, "redirecting stdio");
-	r = install_setid_noop();
+	r = keep_caps_ambient(true);
+	if (r < 0)
+		die(status_fd, -r, "keeping the namespace's capabilities");
+	r = install_filter();
 	if (r < 0)
 		die(status_fd, -r, "installing the seccomp filter");
 	(void)snprintf(fdarg, sizeof(fdarg), "--fd=%d", VFS_SOCKET_FD);
@@ -313,10 +373,12 @@ _noreturn_ static void run_middle(const struct virtiofs_spec *spec, int status_f
 		_exit(1);
 	}
 	r = write_proc(pid, "setgroups", "deny");
-	(void)snprintf(maps, sizeof(maps), "0 %u 1\n", (unsigned)spec->uid);
+	(void)snprintf(maps, sizeof(maps), "%u %u 1\n", (unsigned)spec->guest_uid,
+	               (unsigned)spec->uid);
 	if (r >= 0)
 		r = write_proc(pid, "uid_map", maps);
-	(void)snprintf(maps, sizeof(maps), "0 %u 1\n", (unsigned)spec->gid);
+	(void)snprintf(maps, sizeof(maps), "%u %u 1\n", (unsigned)spec->guest_gid,
+	               (unsigned)spec->gid);
 	if (r >= 0)
 		r = write_proc(pid, "gid_map", maps);
 	if (r < 0) {
@@ -338,8 +400,8 @@ _noreturn_ static void run_middle(const struct virtiofs_spec *spec, int status_f
 	_exit(0);
 }
 
-int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
-                   char *err, size_t errlen)
+int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start, char *err,
+                   size_t errlen)
 {
 	int status[2], keep[4], wstatus, e = 0, pid = 0;
 	struct rlimit rl = {.rlim_cur = 65536, .rlim_max = 65536};
@@ -348,7 +410,7 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
 	ssize_t n;
 
 	if (!spec || spec->dir_fd < 0 || spec->listen_fd < 0 || spec->uid == (uid_t)-1 ||
-	    spec->gid == (gid_t)-1)
+	    spec->gid == (gid_t)-1 || spec->guest_uid == (uid_t)-1 || spec->guest_gid == (gid_t)-1)
 		return -EINVAL;
 	if (pipe2(status, O_CLOEXEC) < 0)
 		return -errno;

@@ -11,15 +11,17 @@
  * directory, never the path again.
  *
  * virtiofs_spawn() then runs QEMU's virtiofsd over that directory as the share's owner: in a user
- * namespace that maps only the owner's uid and gid (to 0 inside, so virtiofsd's own sandbox,
- * capabilities and pivot_root work), with a private mount namespace whose only view of the host
- * tree below "/" is a bind mount of the open directory (read-only and nosuid, nodev for a
- * read-only share, made before virtiofsd runs). A file guest root creates belongs to the owner;
- * chown to any other uid fails (unmapped); a setuid bit grants only the owner; mknod of a device
- * fails (CAP_MKNOD in a user namespace does not reach devices). virtiofsd switches its effective
- * ids to the guest caller's before creating a file; those ids are unmapped, so a seccomp filter
- * turns its set*id calls into no-ops that succeed (they could only fail, never gain anything:
- * the namespace is the boundary, the filter only keeps creation working).
+ * namespace that maps only the owner's uid and gid, to the guest workspace user's ids (so the
+ * owner's files are the workspace user's in the guest), with the namespace's capabilities kept
+ * (ambient) so virtiofsd's own sandbox and pivot_root work, and a private mount namespace whose
+ * view of the share is a bind mount of the open directory (nosuid, nodev, and read-only for a
+ * read-only share, made before virtiofsd runs). A file guest root creates belongs to the
+ * owner; chown to any other uid fails (unmapped); mknod of a device fails (CAP_MKNOD in a user
+ * namespace does not reach devices); a seccomp filter refuses setuid and setgid mode bits.
+ * virtiofsd switches its effective ids to the guest caller's before creating a file; those ids
+ * are unmapped, so the filter also turns its set*id calls into no-ops that succeed (they could
+ * only fail, never gain anything: the namespace is the boundary, the filter only keeps creation
+ * working).
  *
  * QEMU reaches the daemon on a listening unix socket made by the caller and handed over as an
  * fd; libvirt is told the socket's path (<source socket=.../>), so neither libvirt nor QEMU ever
@@ -32,6 +34,10 @@
 #include <sys/types.h>
 
 #define VIRTIOFSD_DEFAULT "/usr/lib/qemu/virtiofsd"
+/* The workspace user's ids in slate's images (slate-guest's "slate", or uid 1000): the owner's
+ * files appear as theirs in the guest, so the workspace user reads and writes them as usual. */
+#define VIRTIOFS_GUEST_UID 1000
+#define VIRTIOFS_GUEST_GID 1000
 
 /*
  * Opens the directory at path (absolute, no "." or ".." components) without following any
@@ -46,6 +52,8 @@ struct virtiofs_spec {
 	int listen_fd;      /* a listening AF_UNIX SOCK_STREAM socket QEMU will connect to */
 	uid_t uid;          /* the share's owner: virtiofsd runs as this uid ... */
 	gid_t gid;          /* ... and this gid, and nothing else */
+	uid_t guest_uid;    /* ... which the guest sees as this uid (VIRTIOFS_GUEST_UID) ... */
+	gid_t guest_gid;    /* ... and this gid */
 	bool readonly;      /* the bind mount virtiofsd serves is read-only */
 	const char *binary; /* virtiofsd; NULL: VIRTIOFSD_DEFAULT */
 	int log_fd;         /* virtiofsd's stderr, or -1 for /dev/null */
