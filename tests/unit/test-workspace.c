@@ -762,8 +762,8 @@ static double now_ms(void)
 static void test_create_layout(void **state)
 {
 	struct ctx *c = *state;
-	struct workspace_share shares[] = {{(char *)"/srv/src", (char *)"/work", false},
-	                                   {(char *)"/srv/data", NULL, true}};
+	struct workspace_share shares[] = {{(char *)"/srv/src", (char *)"/work", false, 1234},
+	                                   {(char *)"/srv/data", NULL, true, (uid_t)-1}};
 	struct workspace_create_args a = {.name = "alpha",
 	                                  .owner = 1234,
 	                                  .image_id = "base",
@@ -805,6 +805,9 @@ static void test_create_layout(void **state)
 	assert_string_equal(l->shares[1].host_dir, "/srv/data");
 	assert_null(l->shares[1].guest_dir);
 	assert_true(l->shares[1].readonly);
+	/* The owner recorded at create comes back; a share without one stays "unknown". */
+	assert_int_equal(l->shares[0].uid, 1234);
+	assert_int_equal(l->shares[1].uid, (uid_t)-1);
 	assert_string_equal(l->mac, w->mac);
 	assert_int_equal(mac_check(l->mac), 0);
 	assert_true(mac_reserved(c, l->mac, "alpha"));
@@ -1068,7 +1071,7 @@ static void test_create_invalid(void **state)
 	        "ab"
 	        "cdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij12345"};
 	struct ctx *c = *state;
-	struct workspace_share rel = {(char *)"relative/dir", NULL, false};
+	struct workspace_share rel = {(char *)"relative/dir", NULL, false, 0};
 
 	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
 		struct workspace_create_args a = {
