@@ -102,6 +102,12 @@ EXTRA_DIST += tests/unit/fetch-server.py
 integration_tests += tests/integration/image-pull.sh
 EXTRA_DIST += tests/integration/image-pull.sh
 
+# qcow2 disks end to end (no libvirt): good ones convert to their exact raw bytes; a data file
+# naming a host file or the master key, a backing file, unknown features, encryption and broken
+# headers are refused by the header check, and no host secret reaches the state directory.
+integration_tests += tests/integration/image-pull-qcow2.sh
+EXTRA_DIST += tests/integration/image-pull-qcow2.sh
+
 # The expansion's libFuzzer target (compressed streams come from the network) and its corpus
 # replayed as a unit test.
 if ENABLE_FUZZING
