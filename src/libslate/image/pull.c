@@ -13,6 +13,7 @@
 #include "image/fetch.h"
 #include "image/postinstall.h"
 #include "image/pull.h"
+#include "image/qcow2-header.h"
 #include "image/verify.h"
 #include "storage/spawn.h"
 #include "storage/storage.h"
@@ -757,26 +758,43 @@ static bool is_current(const struct pull_config *cfg, const struct catalog_image
 	return streq(sha, img->disk.sha256_hex);
 }
 
-static int convert_qcow2(struct storage *s, const char *stage, struct catalog_error *err)
+/*
+ * Converts the staged qcow2 disk (open as qcow2_fd, in stage_fd as disk.qcow2) to stage_fd's
+ * disk.img. Its header is checked first (image/qcow2-header.h): an image that names a backing or
+ * an external data file, is encrypted or asks for a feature not known, is refused, since qemu-img
+ * would read the file it names, and a host file (the master key, a block device, another
+ * workspace's home) would become the base image. qemu-img then runs confined
+ * (spawn_run_confined()): it sees the two files and the system's program directories, nothing
+ * else, whatever the image says. "backing":null stays as a third guard against backing files;
+ * "data-file":null would guard against nothing: qemu-img 7.2 accepts it and still opens the data
+ * file the header names.
+ */
+static int convert_qcow2(int stage_fd, int qcow2_fd, struct catalog_error *err)
 {
-	_cleanup_free_ char *src = NULL, *dst = NULL, *spec = NULL, *out = NULL;
-	const char *argv[] = {"qemu-img", "convert", "-q", "-O", "raw", NULL, NULL, NULL};
+	static const char spec[] = "json:{\"driver\":\"qcow2\",\"backing\":null,"
+	                           "\"file\":{\"driver\":\"file\",\"filename\":\"/disk.qcow2\"}}";
+	const char *argv[] = {"qemu-img", "convert", "-q", "-O", "raw", spec, "/disk.img", NULL};
+	_cleanup_free_ char *out = NULL;
+	_cleanup_close_ int raw_fd = -1;
 	int r;
 
-	if (asprintf(&src, "%s/%s/disk.qcow2", storage_images_path(s), stage) < 0 ||
-	    asprintf(&dst, "%s/%s/disk.img", storage_images_path(s), stage) < 0)
-		return -ENOMEM;
-	/* Never follow a backing file the image might name: only its own bytes were verified. */
-	if (asprintf(&spec,
-	             "json:{\"driver\":\"qcow2\",\"backing\":null,\"file\":{\"driver\":\"file\","
-	             "\"filename\":\"%s\"}}",
-	             src) < 0)
-		return -ENOMEM;
-	if (strpbrk(src, "\"\\"))
-		return catalog_error_set(err, -EINVAL, "%s: unusable path", src);
-	argv[5] = spec;
-	argv[6] = dst;
-	r = spawn_run(argv, &out);
+	r = qcow2_header_check_fd(qcow2_fd, NULL, err);
+	if (r < 0)
+		return r == SLATE_ERR_INVALID_FORMAT
+		               ? r
+		               : catalog_error_set(err, r, "reading the qcow2 disk's header: %s",
+		                                   slate_strerror(r));
+	r = stage_file(stage_fd, "disk.img", &raw_fd);
+	if (r < 0)
+		return catalog_error_set(err, r, "creating disk.img: %s", slate_strerror(r));
+	{
+		const struct spawn_file files[] = {
+		        {.fd = qcow2_fd, .path = "/disk.qcow2", .writable = false},
+		        {.fd = raw_fd, .path = "/disk.img", .writable = true},
+		};
+
+		r = spawn_run_confined(argv, files, ELEMENTSOF(files), &out);
+	}
 	if (r < 0)
 		return catalog_error_set(err, r, "qemu-img convert: %s%s%s", slate_strerror(r),
 		                         out && *out ? ": " : "", out ? out : "");
@@ -810,7 +828,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	const struct catalog_step *first = NULL;
 	size_t missing;
 	_cleanup_free_ char *stage = NULL, *source = NULL, *json = NULL;
-	_cleanup_close_ int stage_fd = -1;
+	_cleanup_close_ int stage_fd = -1, qcow2_fd = -1;
 	const struct catalog_image *img;
 	struct image_info info = {0};
 	struct pull_result res = {0};
@@ -928,6 +946,8 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 				memcpy(m, err->message, sizeof(m));
 				(void)catalog_error_set(err, r, "%s: %s", whats[i], m);
 			}
+			if (r >= 0 && i == 2 && qcow2)
+				qcow2_fd = TAKE_FD(d.fd);
 			d.fd = safe_close(d.fd);
 			download_done(&d);
 		}
@@ -937,7 +957,8 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 			struct pull_progress p = {.phase = "convert", .artifact = "disk"};
 			progress(&p, ud);
 		}
-		r = convert_qcow2(cfg->storage, stage, err);
+		r = convert_qcow2(stage_fd, qcow2_fd, err);
+		qcow2_fd = safe_close(qcow2_fd);
 		if (r >= 0) {
 			(void)unlinkat(stage_fd, "disk.qcow2", 0);
 			r = verify_file_digest(stage_fd, "disk.img", raw_hex, NULL, NULL);
