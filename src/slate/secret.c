@@ -20,6 +20,7 @@
 static const char usage_text[] =
         "Usage: slate secret set (NAME|--global) KEY --host HOST[,HOST...] [--kind KIND]\n"
         "                        [--env VAR] [--file GUEST_PATH] [--body] [--query PARAM]\n"
+        "                        [--allow-plain-http]\n"
         "       slate secret ls [NAME]\n"
         "       slate secret rm (NAME|--global) KEY\n"
         "\n"
@@ -42,6 +43,11 @@ static const char usage_text[] =
         "it as the value of the query parameter PARAM (?PARAM=placeholder), percent-encoded.\n"
         "Nowhere else in a URL, and never towards a host the secret is not bound to (that\n"
         "is a leak: the request is refused and the workspace marked compromised). Not for aws.\n"
+        "\n"
+        "The real value goes only over HTTPS (a CONNECT tunnel whose server certificate\n"
+        "verified for the bound host). A plain http:// request that would carry it is refused\n"
+        "(403, naming the secret) with the placeholder left in place, unless the secret was set\n"
+        "with --allow-plain-http (anyone on the path then sees the real value).\n"
         "\n"
         "ls lists your global secrets, or with NAME what that workspace uses (global and its\n"
         "own): names, kinds, hosts, where the guest sees them, placeholders. Never values.\n";
@@ -206,7 +212,16 @@ static void print_placeholders(struct json_object *secret, bool named)
 
 static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_GLOBAL = 1, OPT_HOST, OPT_KIND, OPT_ENV, OPT_FILE, OPT_BODY, OPT_QUERY };
+	enum {
+		OPT_GLOBAL = 1,
+		OPT_HOST,
+		OPT_KIND,
+		OPT_ENV,
+		OPT_FILE,
+		OPT_BODY,
+		OPT_QUERY,
+		OPT_PLAIN_HTTP
+	};
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {"global", no_argument, NULL, OPT_GLOBAL},
@@ -216,6 +231,7 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	        {"file", required_argument, NULL, OPT_FILE},
 	        {"body", no_argument, NULL, OPT_BODY},
 	        {"query", required_argument, NULL, OPT_QUERY},
+	        {"allow-plain-http", no_argument, NULL, OPT_PLAIN_HTTP},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
@@ -223,7 +239,7 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	const char *key, *kind = "generic", *env = NULL, *file = NULL, *ws = NULL, *query = NULL;
 	unsigned char *v = NULL;
 	enum secret_kind k;
-	bool global = false, in_body = false;
+	bool global = false, in_body = false, plain_http = false;
 	ssize_t n;
 	int c, r;
 
@@ -256,6 +272,9 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 			break;
 		case OPT_QUERY:
 			query = optarg;
+			break;
+		case OPT_PLAIN_HTTP:
+			plain_http = true;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -308,6 +327,7 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	if ((ws && json_add_string(body, "workspace", ws) < 0) ||
 	    (in_body && json_add_bool(body, "body", true) < 0) ||
 	    (query && json_add_string(body, "query", query) < 0) ||
+	    (plain_http && json_add_bool(body, "allow_plain_http", true) < 0) ||
 	    (global && json_add_bool(body, "global", true) < 0) ||
 	    json_add_string(body, "key", key) < 0 || json_add_string(body, "kind", kind) < 0 ||
 	    (env && json_add_string(body, "env", env) < 0) ||
@@ -399,7 +419,7 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		struct json_object *s = json_object_array_get_idx(arr, i), *ph;
 		const char *key = "?", *kind = "?", *scope = "?", *env = NULL, *file = NULL,
 		           *query = NULL;
-		bool in_body = false;
+		bool in_body = false, plain_http = false;
 		size_t line = 0;
 
 		(void)json_get_string(s, "key", &key);
@@ -409,9 +429,13 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		(void)json_get_string(s, "file", &file);
 		(void)json_get_bool(s, "body", &in_body);
 		(void)json_get_string(s, "query", &query);
-		/* aws: re-signed (SigV4), else header fields, and what --body/--query added. */
-		(void)snprintf(in, sizeof(in), "%s%s%s%s", streq(kind, "aws") ? "sigv4" : "headers",
-		               in_body ? ",body" : "", query ? ",?" : "", query ? query : "");
+		(void)json_get_bool(s, "allow_plain_http", &plain_http);
+		/* aws: re-signed (SigV4), else header fields, and what --body/--query added;
+		 * "+plain-http" when it may also go over plain http:// (--allow-plain-http). */
+		(void)snprintf(in, sizeof(in), "%s%s%s%s%s",
+		               streq(kind, "aws") ? "sigv4" : "headers", in_body ? ",body" : "",
+		               query ? ",?" : "", query ? query : "",
+		               plain_http ? "+plain-http" : "");
 		join_hosts(s, hosts, sizeof(hosts));
 		(void)snprintf(where, sizeof(where), "%s%s%s%s%s%s", env ? "$" : "", env ? env : "",
 		               env && streq(kind, "aws") ? "_*" : "", env && file ? ", " : "",

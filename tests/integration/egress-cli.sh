@@ -64,19 +64,23 @@ expect_fail 1 "exists already" s run --name ws1 --egress allow-all -- true
 s egress ws1 ls | head -1 | grep -qx "default: deny-all" || fail "a refused run changed ws1's policy"
 virsh -c qemu:///system list --all --name | grep -q "ws1" && fail "a refused run started ws1"
 
-log "secret set --body --query: stored, listed, described"
+log "secret set --body --query --allow-plain-http: stored, listed, described"
 printf '%s' "$value" | s secret set ws1 API_KEY --host api.example.com --body --query api_key >/dev/null
 printf '%s' "$value" | s secret set ws1 PLAIN_KEY --host api.example.com >/dev/null
+printf '%s' "$value" | s secret set ws1 CLEAR_KEY --host api.example.com --allow-plain-http >/dev/null
 s --json secret ls ws1 >"$work/ls.json"
 python3 - "$work/ls.json" <<'EOF' || fail "secret ls --json: $(cat "$work/ls.json")"
 import json, sys
 d = {x["key"]: x for x in json.load(open(sys.argv[1]))["secrets"]}
 assert d["API_KEY"]["body"] is True and d["API_KEY"]["query"] == "api_key", d
 assert d["PLAIN_KEY"]["body"] is False and "query" not in d["PLAIN_KEY"], d
+assert d["PLAIN_KEY"]["allow_plain_http"] is False, d
+assert d["CLEAR_KEY"]["allow_plain_http"] is True, d
 EOF
 s secret ls ws1 >"$work/ls.txt"
 grep -q "^API_KEY .*headers,body,?api_key " "$work/ls.txt" || fail "secret ls text: $(cat "$work/ls.txt")"
 grep -q "^PLAIN_KEY .*headers  " "$work/ls.txt" || fail "secret ls text: $(cat "$work/ls.txt")"
+grep -q "^CLEAR_KEY .*headers+plain-http " "$work/ls.txt" || fail "secret ls text: $(cat "$work/ls.txt")"
 s describe ws1 >"$work/describe.txt"
 grep -q "API_KEY (generic, workspace) -> api.example.com; in bodies; in ?api_key=" "$work/describe.txt" ||
     fail "describe: $(cat "$work/describe.txt")"

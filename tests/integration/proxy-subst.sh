@@ -64,7 +64,7 @@ $py - "$w/secrets.json" "$real" "$real_plain" <<'EOF'
 import json, sys
 json.dump([
     {"key": "SUBST_KEY", "kind": "generic", "hosts": ["plain.bound.test", "api.bound.test"],
-     "value": sys.argv[2], "body": True, "query": "key"},
+     "value": sys.argv[2], "body": True, "query": "key", "allow_plain_http": True},
     {"key": "PLAIN_KEY", "kind": "generic", "hosts": ["plain.bound.test"],
      "value": sys.argv[3]},
 ], open(sys.argv[1], "w"))

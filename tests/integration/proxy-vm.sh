@@ -88,7 +88,10 @@ s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
 real=real-proxy-secret-$$-0123456789
-printf '%s' "$real" | s secret set $ws API_KEY --host plain.bound.test,api.bound.test --json >"$work/set.json" ||
+# --allow-plain-http: the first requests below go over plain http:// (without it they are
+# refused, proxy.sh checks that).
+printf '%s' "$real" | s secret set $ws API_KEY --host plain.bound.test,api.bound.test \
+    --allow-plain-http --json >"$work/set.json" ||
     fail "secret set: $(cat "$work/set.json")"
 PH=$(jget placeholders.value <"$work/set.json")
 log "placeholder $PH"

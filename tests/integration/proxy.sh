@@ -5,7 +5,8 @@
 # server, and tests/integration/proxy-raw.py for the bytes curl would never send. Every case
 # checks what reached the upstream server (its request log), not just the proxy's answer, so
 # each fails when its defence is removed:
-#   substitution in headers and in Authorization: Basic to a bound host and its subdomains;
+#   substitution in headers and in Authorization: Basic to a bound host and its subdomains,
+#   over plain HTTP only for a secret set with allow_plain_http (refused, 403, otherwise);
 #   451 and the compromise hook for an unbound host, look-alikes, a body (chunked, split across
 #   chunks; streamed past the buffer), a URL, an opaque tunnel; never substituted in the URL or
 #   body; CONNECT/SNI/Host disagreements refused; request smuggling refused; a client sending one
@@ -71,13 +72,15 @@ real_gh=ghp_R3alT0kenR3alT0kenR3alT0kenR3alT0ken9
 real_key=real-generic-value-0123456789
 cat >"$w/secrets.json" <<EOF
 [{"key": "GH_TOKEN", "kind": "github", "hosts": ["api.bound.test"], "value": "$real_gh"},
- {"key": "API_KEY", "kind": "generic", "hosts": ["plain.bound.test"], "value": "$real_key"}]
+ {"key": "API_KEY", "kind": "generic", "hosts": ["plain.bound.test"], "value": "$real_key",
+  "allow_plain_http": true}]
 EOF
 policy() { echo "$1" >"$w/policy.json"; }
 policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}'
 connect_to=
 for n in $names; do connect_to+="$n:443:127.0.0.1:$tp,"; done
 for n in plain.bound.test evil.test sub.plain.bound.test; do connect_to+="$n:80:127.0.0.1:$pp,"; done
+connect_to+="api.bound.test:80:127.0.0.1:$pp,api.bound.test:8080:127.0.0.1:$pp,"
 connect_to+="tunnel.bound.test:22:127.0.0.1:$cp,plain.bound.test:22:127.0.0.1:$cp"
 "$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
     --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
@@ -104,6 +107,19 @@ grep -qF "token $real_gh" "$w/out" || fail "the real value did not reach the bou
 grep -qF "$GH" "$w/out" && fail "the placeholder reached the bound host"
 pc -H "Authorization: token $GH" "https://sub.api.bound.test/b" >"$w/out"
 grep -qF "$real_gh" "$w/out" || fail "a subdomain at a dot boundary is bound"
+# Real values go over verified TLS only: GH_TOKEN (no --allow-plain-http) towards its bound host
+# over plain http://, on any port, in a header or Basic credentials: 403 naming the secret,
+# nothing forwarded, no leak. API_KEY below was set with allow_plain_http, the opt-in.
+for t in "80/plain1" "8080/plain2"; do
+    st=$(code -H "Authorization: token $GH" "http://api.bound.test:$t")
+    [ "$st" = 403 ] || fail "plain http to port ${t%%/*}: status $st, want 403"
+    grep -qF GH_TOKEN "$w/body" || fail "the refusal does not name the secret: $(cat "$w/body")"
+    grep -qF -- "--allow-plain-http" "$w/body" || fail "the refusal does not say what to do"
+done
+[ "$(code -u "x:$GH" "http://api.bound.test/plain3")" = 403 ] || fail "plain http, Basic credentials"
+for i in 1 2 3; do reached "/plain$i" && fail "plain http request $i reached the server"; done
+grep -qF "$real_gh" "$w/plain.log" && fail "GH_TOKEN's real value went over plain HTTP"
+[ "$(leaks)" = 0 ] || fail "a plain-HTTP refusal towards a bound host was reported as a leak"
 # Case and one trailing dot do not make another host (raw: curl would tidy them).
 send "GET http://PLAIN.Bound.TEST./case HTTP/1.1\r\nHost: plain.bound.test\r\nX-Key: $KEY\r\n\r\n" >"$w/st"
 [ "$(cat "$w/st")" = 200 ] || fail "uppercase host with a trailing dot: $(cat "$w/st")"

@@ -6,7 +6,8 @@
  *
  *   --state DIR          the install directory: the egress CA is created there (egress-ca.crt)
  *   --secrets FILE       [{"key":K, "kind":"github", "hosts":[...], "value":"REAL"}...] (and
- *                        "body": true, "query": "PARAM" as secret set's --body, --query); the
+ *                        "body": true, "query": "PARAM", "allow_plain_http": true as secret
+ *                        set's --body, --query, --allow-plain-http); the
  *                        placeholders are derived as slated derives them, from --salt-hex (or a
  *                        fixed test salt), and written to --placeholders FILE as {K: "PH"...}
  *                        (an aws secret: {K: ["ID-PH", "SECRET-PH"]})
@@ -155,6 +156,7 @@ static int load_secrets(const char *file, const unsigned char *salt, const char 
 		(void)json_get_array(e, "hosts", &hosts);
 		(void)json_get_bool(e, "body", &spec.body);
 		(void)json_get_string(e, "query", &spec.query);
+		(void)json_get_bool(e, "allow_plain_http", &spec.plain_http);
 		for (size_t j = 0; hosts && j < json_object_array_length(hosts) && nh < 32; j++)
 			hv[nh++] = json_object_get_string(json_object_array_get_idx(hosts, j));
 		spec.key = key;

@@ -562,11 +562,24 @@ static void test_core(void **state)
 	assert_int_equal(proxy_new(&cfg, &hooks, &p), 0);
 	assert_non_null(strstr(proxy_ca_pem(p), "BEGIN CERTIFICATE"));
 
-	/* Bound: the header carries the real value upstream; the URL keeps the placeholder. */
+	/* Bound, but plain http:// and no --allow-plain-http: 403 naming the secret, no leak,
+	 * nothing upstream (the real value goes over verified TLS only). */
 	(void)snprintf(req, sizeof(req),
 	               "GET http://bound.test/x?k=%s HTTP/1.1\r\nHost: bound.test\r\n"
 	               "X-Api-Key: %s\r\nConnection: close\r\n\r\n",
 	               ph, ph);
+	out = through(p, req);
+	assert_non_null(strstr(out, "HTTP/1.1 403"));
+	assert_non_null(strstr(out, "API_KEY"));
+	assert_non_null(strstr(out, "--allow-plain-http"));
+	assert_null(strstr(out, real_value));
+	free(out);
+	assert_int_equal(e.requests, 0);
+	assert_int_equal(hs.leaks, 0);
+
+	/* Bound, with --allow-plain-http: the header carries the real value upstream; the URL
+	 * keeps the placeholder. */
+	hs.set->v[0].plain_http = true;
 	out = through(p, req);
 	assert_non_null(strstr(out, "HTTP/1.1 200"));
 	assert_non_null(strstr(out, real_value));

@@ -216,7 +216,8 @@ static void test_secret_settings(void **state)
 	                           .value = "real-value-1234",
 	                           .value_len = 15,
 	                           .body = true,
-	                           .query = "api_key"};
+	                           .query = "api_key",
+	                           .plain_http = true};
 	_cleanup_(secret_set_freep) struct secret_set *set = secret_set_new(), *back = NULL;
 	_cleanup_buf_secure_ struct buf *plain = NULL;
 	struct secret *s = NULL;
@@ -231,6 +232,8 @@ static void test_secret_settings(void **state)
 	assert_true(json_object_object_get_ex(o, "body", &v) && json_object_get_boolean(v));
 	assert_true(json_object_object_get_ex(o, "query", &v));
 	assert_string_equal(json_object_get_string(v), "api_key");
+	assert_true(json_object_object_get_ex(o, "allow_plain_http", &v) &&
+	            json_object_get_boolean(v));
 	json_object_put(o);
 	assert_int_equal(secret_set_put(set, s, NULL), 0);
 	assert_int_equal(vault_serialize(set, &plain), 0);
@@ -239,6 +242,7 @@ static void test_secret_settings(void **state)
 	        0);
 	assert_true(back->v[0].body);
 	assert_string_equal(back->v[0].query, "api_key");
+	assert_true(back->v[0].plain_http);
 
 	spec.query = "bad&name";
 	assert_int_equal(secret_new(&spec, salt, &s, err, sizeof(err)), -EINVAL);
@@ -282,6 +286,7 @@ static void test_vault_flags(void **state)
 	                 0);
 	assert_false(set->v[0].body);
 	assert_null(set->v[0].query);
+	assert_false(set->v[0].plain_http); /* an old vault: HTTPS only */
 	secret_set_free(TAKE_PTR(set));
 	flags = buf_mutable_ptr(b) + 8 + 4 + 4 + 1 + 4 + 7;
 	assert_int_equal(*flags, 0);
@@ -290,7 +295,13 @@ static void test_vault_flags(void **state)
 	                 0);
 	assert_true(set->v[0].body);
 	secret_set_free(TAKE_PTR(set));
-	*flags = 4;
+	*flags = 4; /* --allow-plain-http */
+	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)),
+	                 0);
+	assert_true(set->v[0].plain_http);
+	assert_false(set->v[0].body);
+	secret_set_free(TAKE_PTR(set));
+	*flags = 8;
 	assert_true(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)) < 0);
 }
 

@@ -203,7 +203,7 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	           *ws = NULL, *hosts[SECRET_HOSTS_MAX], *query = NULL;
 	struct secret_spec spec = {0};
 	enum secret_kind kind;
-	bool global = false, replaced = false, body = false;
+	bool global = false, replaced = false, body = false, plain_http = false;
 	size_t n_hosts;
 	uid_t owner;
 	char err[512] = "";
@@ -251,9 +251,11 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	if ((json_object_object_get_ex(req->body, "body", NULL) &&
 	     json_get_bool(req->body, "body", &body) < 0) ||
 	    (json_object_object_get_ex(req->body, "query", NULL) &&
-	     json_get_string(req->body, "query", &query) < 0)) {
+	     json_get_string(req->body, "query", &query) < 0) ||
+	    (json_object_object_get_ex(req->body, "allow_plain_http", NULL) &&
+	     json_get_bool(req->body, "allow_plain_http", &plain_http) < 0)) {
 		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                      "body is a boolean and query a string");
+		                      "body and allow_plain_http are booleans and query a string");
 		goto out;
 	}
 	if (json_get_array(req->body, "hosts", &hosts_j) < 0 ||
@@ -295,7 +297,8 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	                            .value_len = (size_t)json_object_get_string_len(value),
 	                            .global = !ws,
 	                            .body = body,
-	                            .query = query};
+	                            .query = query,
+	                            .plain_http = plain_http};
 	r = secret_new(&spec, install_salt(d->install), &sec, err, sizeof(err));
 	if (r < 0) {
 		(void)reply_vault_error(reply, r, "storing the secret", err);

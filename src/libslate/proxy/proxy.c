@@ -99,6 +99,9 @@ struct conn {
 	bool sni_mismatch;
 	char sni[HOST_BUF];
 	bool leaked;
+	/* The secret whose real value a plain-HTTP request would have carried (plain_refused),
+	 * or -1. */
+	long plain_secret;
 	bool answered_error; /* closing after an error answer: linger (see linger_close) */
 	struct conn *next, *prev;
 };
@@ -507,6 +510,31 @@ static long scan_piece(struct hits *h, const void *p, size_t n)
 	return h->leak;
 }
 
+/*
+ * Whether secret i's real value may not go into the request being built: only an intercepted
+ * tunnel reaches its server over TLS with the certificate verified for the host (up_tls), so
+ * elsewhere (a plain http:// request) only a secret set with --allow-plain-http is put in.
+ * Remembers the secret for the refusal (plain_refusal).
+ */
+static bool plain_refused(struct conn *c, size_t i)
+{
+	if (c->in_tunnel || c->secrets->v[i].plain_http)
+		return false;
+	c->plain_secret = (long)i;
+	return true;
+}
+
+/* The 403 text for a request plain_refused: names the secret and what to do. */
+static void plain_refusal(const struct conn *c, const char *host, char *out, size_t len)
+{
+	(void)snprintf(out, len,
+	               "the secret %s is bound to %s, but this request goes over plain HTTP, "
+	               "where anyone on the path could read it: slate puts its real value only "
+	               "into HTTPS requests (CONNECT, the server's certificate verified). Nothing "
+	               "was forwarded. Use https://, or set the secret with --allow-plain-http",
+	               c->plain_secret >= 0 ? c->secrets->v[c->plain_secret].key : "?", host);
+}
+
 /* Where a secret was substituted, for the audit event's "substituted_in". */
 enum { SUBST_IN_HEADER = 1, SUBST_IN_BODY = 2, SUBST_IN_QUERY = 4 };
 
@@ -560,6 +588,8 @@ static int put_substituted(struct conn *c, struct buf *out, const uint8_t *p, si
 		const struct buf *real = s->values[pt->value].real;
 		if (x->start < pos || s->kind == SECRET_KIND_AWS || !real)
 			continue;
+		if (plain_refused(c, pt->secret))
+			return -EPROTO;
 		if (for_header && !header_safe(real))
 			return -EINVAL;
 		if ((r = buf_put(out, p + pos, x->start - pos)) < 0 ||
@@ -642,6 +672,9 @@ static int put_request_line(struct conn *c, struct buf *out, const char *method,
 	    (r = subst_query(target, strlen(target), l->v, l->n, out, l->counts)) < 0 ||
 	    (r = buf_putf(out, " HTTP/1.1\r\n")) < 0)
 		return r;
+	for (size_t k = 0; k < l->n; k++)
+		if (l->counts[k] > 0 && plain_refused(c, l->owner[k]))
+			return -EPROTO;
 	subst_note(c, l, SUBST_IN_QUERY, o);
 	return 0;
 }
@@ -892,6 +925,27 @@ static int resign_value(struct buf *val, const void *p, size_t n)
 	return buf_put(val, p, n);
 }
 
+/* Whether the AWS secret a re-signed request was signed for (its access key id's placeholder
+ * in the target or a field) may not go over plain HTTP: the re-signed request carries its
+ * real access key id and session token. */
+static bool aws_plain_refused(struct conn *c, const struct http_head *h, const char *host)
+{
+	for (size_t i = 0; i < c->secrets->n; i++) {
+		const struct secret *s = &c->secrets->v[i];
+		const char *ph = s->n_values > 0 ? s->values[0].placeholder : NULL;
+		bool named = false;
+
+		if (s->kind != SECRET_KIND_AWS || !ph || !*ph || !bound_to(c, i, host))
+			continue;
+		named = strstr(h->target, ph) != NULL;
+		for (size_t j = 0; j < h->n_fields && !named; j++)
+			named = strstr(h->fields[j].value, ph) != NULL;
+		if (named)
+			return plain_refused(c, i);
+	}
+	return false;
+}
+
 /*
  * Builds the head that goes upstream: the request line (never substituted) and the fields, with
  * placeholders of secrets bound to host replaced. Scans the target (as sent and percent-decoded)
@@ -924,6 +978,10 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 	}
 	if (scan_piece(&hs, decoded, dn) >= 0) {
 		leak->pat = hs.leak;
+		goto done;
+	}
+	if (rs && !c->in_tunnel && aws_plain_refused(c, h, host)) {
+		r = -EPROTO;
 		goto done;
 	}
 
@@ -1380,6 +1438,9 @@ static int body_substitute(struct conn *c, const struct http_head *h, const char
 		return -EFBIG;
 	if (r <= 0)
 		return r;
+	for (size_t k = 0; k < l->n; k++)
+		if (l->counts[k] > 0 && plain_refused(c, l->owner[k]))
+			return -EPROTO;
 	/* build_head's framing field is the only one (the client's are hop-by-hop) and no field
 	 * value holds CR or LF: find it and put the new length in its place. */
 	for (size_t i = 0; i + 2 < hn && !f; i++)
@@ -1513,6 +1574,11 @@ static int forward_request(struct conn *c, const struct http_head *h, struct buf
 			               "over %u KiB",
 			               BUF_SECURE_MAX / 1024),
 			       FWD_UPSTREAM;
+		if (r == -EPROTO) {
+			plain_refusal(c, host, e->msg, sizeof(e->msg));
+			e->status = 403;
+			return FWD_UPSTREAM;
+		}
 		if (r < 0)
 			return up_fail(e, 502, "cannot substitute in the request body: %s",
 			               slate_strerror(r)),
@@ -1886,6 +1952,7 @@ static int handle_request(struct conn *c, struct http_head *h)
 	double t0 = now_ms();
 	int r, rr;
 
+	c->plain_secret = -1;
 	/* Where it goes: the tunnel's target, or the absolute-form authority. */
 	if (c->in_tunnel) {
 		(void)snprintf(host, sizeof(host), "%s", c->t_host);
@@ -1951,6 +2018,11 @@ static int handle_request(struct conn *c, struct http_head *h)
 	}
 	if (rr < 0) {
 		resign_refuse(rr, &o);
+		goto refuse;
+	}
+	if (r == -EPROTO) {
+		o.status = 403;
+		plain_refusal(c, host, o.refused, sizeof(o.refused));
 		goto refuse;
 	}
 	if (r == -EINVAL) {

@@ -484,6 +484,7 @@ int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct
 	r = secret_set_subst(s, spec->body, spec->query, err, errlen);
 	if (r < 0)
 		return r;
+	s->plain_http = spec->plain_http;
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -506,6 +507,7 @@ int secret_to_json(const struct secret *s, bool with_placeholders, struct json_o
 	if ((s->env && json_add_string(o, "env", s->env) < 0) ||
 	    (s->file && json_add_string(o, "file", s->file) < 0) ||
 	    json_add_bool(o, "body", s->body) < 0 ||
+	    json_add_bool(o, "allow_plain_http", s->plain_http) < 0 ||
 	    (s->query && json_add_string(o, "query", s->query) < 0))
 		return -ENOMEM;
 	if (with_placeholders) {

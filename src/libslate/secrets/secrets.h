@@ -49,6 +49,10 @@ struct secret {
 	 * JSON request bodies, and the value of this query parameter (NULL: never in the URL). */
 	bool body;
 	char *query;
+	/* The real value may go to a bound host over plain http:// too (--allow-plain-http).
+	 * Without it the proxy puts it only into requests inside a TLS tunnel whose server
+	 * certificate verified for the host; a plain-HTTP request that would carry it is refused. */
+	bool plain_http;
 	struct secret_value *values;
 	size_t n_values;
 };
@@ -93,6 +97,7 @@ struct secret_spec {
 	bool global;
 	bool body;         /* substituted in form and JSON request bodies too */
 	const char *query; /* substituted as the value of this query parameter too, or NULL */
+	bool plain_http;   /* may be sent over plain http:// (--allow-plain-http) */
 };
 
 /*
@@ -134,7 +139,7 @@ int secret_set_remove(struct secret_set *s, const char *key);
  * failure; either may be NULL. */
 int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct secret_set **ret);
 /* The secret (never its real values) as JSON: key, kind, scope ("global"/"workspace"), hosts,
- * env, file, body (bool), query (when set) and, when with_placeholders, {"placeholders": {name: placeholder}}. */
+ * env, file, body (bool), query (when set), allow_plain_http (bool) and, when with_placeholders, {"placeholders": {name: placeholder}}. */
 struct json_object;
 int secret_to_json(const struct secret *s, bool with_placeholders, struct json_object **ret);
 

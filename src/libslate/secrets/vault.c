@@ -19,8 +19,9 @@
 
 #define VAULT_MAX_VALUES 3
 /* The flags byte of a stored secret (vault.h); vaults written before these existed hold 0. */
-#define VAULT_FLAG_BODY 0x01u  /* secret->body */
-#define VAULT_FLAG_QUERY 0x02u /* secret->query follows the file */
+#define VAULT_FLAG_BODY 0x01u       /* secret->body */
+#define VAULT_FLAG_QUERY 0x02u      /* secret->query follows the file */
+#define VAULT_FLAG_PLAIN_HTTP 0x04u /* secret->plain_http */
 #define GLOBAL_LOCK_WAIT_MS 10000
 
 static int say(char *err, size_t errlen, int r, const char *fmt, ...) _printf_(4, 5);
@@ -77,7 +78,7 @@ static int parse_one(struct buf *b, struct parts *p)
 	    (r = buf_get_cstring(b, &p->env, NULL)) < 0 ||
 	    (r = buf_get_cstring(b, &p->file, NULL)) < 0)
 		return r;
-	if ((p->flags & ~(VAULT_FLAG_BODY | VAULT_FLAG_QUERY)) != 0)
+	if ((p->flags & ~(VAULT_FLAG_BODY | VAULT_FLAG_QUERY | VAULT_FLAG_PLAIN_HTTP)) != 0)
 		return SLATE_ERR_INVALID_FORMAT;
 	if ((p->flags & VAULT_FLAG_QUERY) && (r = buf_get_cstring(b, &p->query, NULL)) < 0)
 		return r;
@@ -150,6 +151,7 @@ int vault_parse(const void *plain, size_t len, const unsigned char *salt, bool g
 		if (r >= 0) {
 			r = secret_set_subst(s, p.flags & VAULT_FLAG_BODY, p.query, why,
 			                     sizeof(why));
+			s->plain_http = (p.flags & VAULT_FLAG_PLAIN_HTTP) != 0;
 			if (r < 0)
 				secret_free(TAKE_PTR(s));
 		}
@@ -188,7 +190,9 @@ int vault_serialize(const struct secret_set *s, struct buf **ret)
 		return r;
 	for (size_t i = 0; i < s->n; i++) {
 		const struct secret *x = &s->v[i];
-		uint8_t flags = (x->body ? VAULT_FLAG_BODY : 0) | (x->query ? VAULT_FLAG_QUERY : 0);
+		uint8_t flags = (x->body ? VAULT_FLAG_BODY : 0) |
+		                (x->query ? VAULT_FLAG_QUERY : 0) |
+		                (x->plain_http ? VAULT_FLAG_PLAIN_HTTP : 0);
 
 		if ((r = buf_put_cstring(b, x->key)) < 0 ||
 		    (r = buf_put_cstring(b, secret_kind_name(x->kind))) < 0 ||
