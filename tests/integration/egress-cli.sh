@@ -94,6 +94,15 @@ s --json secret ls ws1 >"$work/ls2.json"
 cmp -s "$work/ls.json" "$work/ls2.json" || fail "secret ls changed across a restart"
 expect_fail 2 "--query a b" s secret set ws1 K --host a.example --query 'a b' </dev/null
 expect_fail 2 "not for aws" s secret set ws1 K --kind aws --host a.example --body </dev/null
+# One host normaliser for secret set, the policy and the proxy: a host the proxy could never
+# match (it refuses such a name in a request) is refused when the secret is set, saying why.
+for bad in a.0x7f 1.2.3.0x4 -a.example a-.example 'fe80::1%eth0' "$(printf 'a%.0s' {1..64}).test"; do
+    printf '%s' "$value" | expect_fail 1 "host '" s secret set ws1 K --host "$bad"
+    case $bad in -*) continue ;; esac # an option to getopt
+    expect_fail 1 "invalid host" s egress ws1 allow "$bad"
+done
+s egress ws1 allow 127.0.0.1. >/dev/null || fail "egress allow 127.0.0.1. (one trailing dot)"
+s egress ws1 ls | grep -q "^allow  127.0.0.1$" || fail "egress ls: $(s egress ws1 ls)"
 for f in "$work"/*.txt "$work"/*.json "$work/slated.log"; do
     grep -qF -- "$value" "$f" && fail "the value is in $f"
 done

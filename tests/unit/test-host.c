@@ -9,61 +9,50 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "host-cases.h"
 #include "proxy/host.h"
 
+/* The shared table of hostile spellings (host-cases.h): the normaliser, the authority form a
+ * request names, and the normal form normalising to itself (what is stored is re-used as is). */
 static void test_normalize(void **state)
 {
-	static const struct {
-		const char *in, *out;
-		int kind;
-	} cases[] = {
-	        {"api.github.com", "api.github.com", HOST_NAME},
-	        {"API.GitHub.COM", "api.github.com", HOST_NAME},
-	        {"api.github.com.", "api.github.com", HOST_NAME},
-	        {"Bücher.Example", "xn--bcher-kva.example", HOST_NAME},
-	        {"xn--bcher-kva.example", "xn--bcher-kva.example", HOST_NAME},
-	        {"faß.de", "xn--fa-hia.de", HOST_NAME}, /* non-transitional: ß stays */
-	        {"under_score.test", "under_score.test", HOST_NAME},
-	        {"127.0.0.1", "127.0.0.1", HOST_IPV4},
-	        {"127.0.0.1.", "127.0.0.1", HOST_IPV4},
-	        {"::1", "::1", HOST_IPV6},
-	        {"[::1]", "::1", HOST_IPV6},
-	        {"[0:0::0001]", "::1", HOST_IPV6},
-	        {"[::ffff:127.0.0.1]", "::ffff:127.0.0.1", HOST_IPV6},
-	        /* Refused. */
-	        {"", NULL, -EINVAL},
-	        {".", NULL, -EINVAL},
-	        {"a..b", NULL, -EINVAL},
-	        {".a", NULL, -EINVAL},
-	        {"a.test..", NULL, -EINVAL}, /* one trailing dot only */
-	        {"a b.test", NULL, -EINVAL},
-	        {"a%2e.test", NULL, -EINVAL},
-	        {"a@b.test", NULL, -EINVAL},
-	        {"a:80", NULL, -EINVAL},
-	        {"[::1", NULL, -EINVAL},
-	        {"[fe80::1%eth0]", NULL, -EINVAL},
-	        {"127.1", NULL, -EINVAL},      /* inet_aton's short forms */
-	        {"0x7f.0.0.1", NULL, -EINVAL}, /* hex */
-	        {"2130706433", NULL, -EINVAL}, /* one number */
-	        {"017700000001", NULL, -EINVAL},
-	        {"a.0x7f", NULL, -EINVAL},
-	        {"a.123", NULL, -EINVAL},
-	        {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test", NULL,
-	         -EINVAL}, /* a 64-byte label */
-	};
-	char out[HOST_BUF];
+	char out[HOST_BUF], again[HOST_BUF], auth[1200];
 	(void)state;
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int r = host_normalize(cases[i].in, out, sizeof(out));
-		if (r != cases[i].kind)
-			fail_msg("%s: %d, want %d", cases[i].in, r, cases[i].kind);
-		if (r > 0 && strcmp(out, cases[i].out) != 0)
-			fail_msg("%s: '%s', want '%s'", cases[i].in, out, cases[i].out);
+	for (size_t i = 0; i < sizeof(host_cases) / sizeof(host_cases[0]); i++) {
+		const struct host_case *c = &host_cases[i];
+		const char *why = NULL;
+		size_t n = strlen(c->in);
+		int r = host_normalize_why(c->in, n, out, sizeof(out), &why);
+		uint16_t port = 0;
+
+		if (r != (c->out ? c->kind : -EINVAL))
+			fail_msg("'%s': %d, want %d", c->in, r, c->out ? c->kind : -EINVAL);
+		if (!c->out) {
+			if (!why || strlen(why) < 8)
+				fail_msg("'%s': refused without saying why", c->in);
+		} else {
+			if (strcmp(out, c->out) != 0)
+				fail_msg("'%s': '%s', want '%s'", c->in, out, c->out);
+			if (host_normalize(out, again, sizeof(again)) != r ||
+			    strcmp(again, out) != 0)
+				fail_msg("'%s' does not normalise to itself", out);
+		}
+		assert_int_equal(host_normalize(c->in, out, sizeof(out)), r);
+		/* As the host of an authority ("host:443", "[v6]:443"). */
+		if (n == 0 || (strchr(c->in, ':') && c->in[0] != '['))
+			continue;
+		(void)snprintf(auth, sizeof(auth), "%s:443", c->in);
+		r = host_split_authority(auth, strlen(auth), 80, out, sizeof(out), &port);
+		if (r != (c->out ? c->kind : -EINVAL))
+			fail_msg("authority '%s': %d", auth, r);
+		if (c->out && (strcmp(out, c->out) != 0 || port != 443))
+			fail_msg("authority '%s': '%s' port %u", auth, out, (unsigned)port);
 	}
 }
 

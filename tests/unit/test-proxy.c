@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "host-cases.h"
 #include "proxy/ca.h"
 #include "proxy/policy.h"
 #include "proxy/proxy.h"
@@ -186,6 +187,35 @@ static bool allows_addr(const struct egress_policy *p, const char *a)
 		s6->sin6_family = AF_INET6;
 	}
 	return egress_policy_allows_addr(p, (struct sockaddr *)&ss, NULL);
+}
+
+/* The shared table of hostile spellings (host-cases.h) as egress rules: a rule is accepted
+ * exactly when the normaliser accepts its host, and stored in the same normal form; the
+ * request host the proxy compares is the same form, so the rule decides it. */
+static void test_policy_hosts(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(host_cases) / sizeof(host_cases[0]); i++) {
+		const struct host_case *c = &host_cases[i];
+		_cleanup_(egress_policy_freep) struct egress_policy *p = NULL;
+		int r;
+
+		assert_int_equal(egress_policy_new(&p), 0);
+		assert_int_equal(egress_policy_apply(p, "deny-all", NULL), 0);
+		r = egress_policy_apply(p, "allow", c->in);
+		if (!c->out) {
+			if (r != -EINVAL)
+				fail_msg("rule host '%s' accepted as '%s'", c->in,
+				         p->n_rules ? p->rules[0].host : "");
+			continue;
+		}
+		if (r != 0)
+			fail_msg("rule host '%s' refused", c->in);
+		assert_int_equal(p->n_rules, 1);
+		assert_string_equal(p->rules[0].host, c->out);
+		if (c->kind == HOST_NAME)
+			assert_true(allows(p, c->out));
+	}
 }
 
 static void test_policy(void **state)
@@ -690,9 +720,9 @@ static void test_core(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_scan),   cmocka_unit_test(test_policy),
-	        cmocka_unit_test(test_redact), cmocka_unit_test(test_ca),
-	        cmocka_unit_test(test_core),
+	        cmocka_unit_test(test_scan),         cmocka_unit_test(test_policy),
+	        cmocka_unit_test(test_policy_hosts), cmocka_unit_test(test_redact),
+	        cmocka_unit_test(test_ca),           cmocka_unit_test(test_core),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,28 +16,45 @@ static bool name_char(char c)
 	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
 }
 
-/* Checks an ASCII, lower-case name: labels of 1-63 bytes of [a-z0-9-_], at most HOST_MAX. */
-static int check_name(const char *s)
+static int refuse(const char **ret_why, const char *why)
+{
+	if (ret_why)
+		*ret_why = why;
+	return -EINVAL;
+}
+
+/* Checks an ASCII, lower-case name: labels of 1-63 bytes of [a-z0-9-_] not starting or ending
+ * with '-', at most HOST_MAX in all. */
+static int check_name(const char *s, const char **ret_why)
 {
 	size_t n = strlen(s), label = 0;
 
-	if (n == 0 || n > HOST_MAX)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '.') {
+	if (n == 0)
+		return refuse(ret_why, "is empty");
+	if (n > HOST_MAX)
+		return refuse(ret_why, "is longer than 253 characters");
+	for (size_t i = 0; i <= n; i++) {
+		if (s[i] == '.' || s[i] == '\0') {
 			if (label == 0)
-				return -EINVAL;
+				return refuse(ret_why, "has an empty label");
+			if (s[i - 1] == '-' || s[i - label] == '-')
+				return refuse(ret_why, "has a label that starts or ends with '-'");
 			label = 0;
 			continue;
 		}
-		if (!name_char(s[i]) || ++label > 63)
-			return -EINVAL;
+		if (!name_char(s[i]))
+			return refuse(ret_why, "has a character that is not allowed in a host name "
+			                       "(a host is a DNS name or an IP address, without "
+			                       "scheme, port or path)");
+		if (++label > 63)
+			return refuse(ret_why, "has a label longer than 63 characters");
 	}
-	return label == 0 ? -EINVAL : 0;
+	return 0;
 }
 
-/* True when every label is numeric-looking the way inet_aton() reads it: then resolvers would
- * take the name for an IPv4 address. */
+/* True when resolvers or URL parsers would take the name for an IPv4 address: inet_aton()
+ * reads it ("127.1", "0x7f.0.0.1", "2130706433", "0177.0.0.1"), or its last label is a number
+ * the WHATWG URL parser reads ("1.2.3.0x4", "x.0x7f", "a.123", "0x"). */
 static bool looks_numeric(const char *s)
 {
 	struct in_addr a;
@@ -45,7 +62,6 @@ static bool looks_numeric(const char *s)
 
 	if (inet_aton(s, &a) != 0)
 		return true;
-	/* The last label alone decides for WHATWG URL parsers ("1.2.3.0x4", "x.0x7f"). */
 	last = last ? last + 1 : s;
 	if (*last == '\0')
 		return false;
@@ -54,62 +70,88 @@ static bool looks_numeric(const char *s)
 	return strspn(last, "0123456789") == strlen(last);
 }
 
-int host_normalize_n(const char *in, size_t n, char *out, size_t len)
+/* An IPv6 literal (without brackets) in its inet_ntop() form. */
+static int ipv6_literal(const char *in, size_t n, char *out, size_t len, const char **ret_why)
 {
-	char tmp[HOST_BUF + 2];
+	char tmp[INET6_ADDRSTRLEN + 1];
 	struct in6_addr a6;
+
+	if (memchr(in, '%', n))
+		return refuse(ret_why, "has an IPv6 zone ('%'), which names an interface of this "
+		                       "machine, not a destination");
+	if (n >= sizeof(tmp))
+		return refuse(ret_why, "is not an IPv6 address");
+	memcpy(tmp, in, n);
+	tmp[n] = '\0';
+	if (inet_pton(AF_INET6, tmp, &a6) != 1)
+		return refuse(ret_why,
+		              "is not an IP address (and a port does not belong in a host)");
+	if (!inet_ntop(AF_INET6, &a6, out, (socklen_t)len))
+		return refuse(ret_why, "is not an IPv6 address");
+	return HOST_IPV6;
+}
+
+int host_normalize_why(const char *in, size_t n, char *out, size_t len, const char **ret_why)
+{
+	char tmp[4 * HOST_MAX + 2];
 	struct in_addr a4;
 	bool ascii = true;
 
-	if (len < HOST_BUF || n == 0 || n > HOST_MAX + 3)
-		return -EINVAL;
-	if (memchr(in, '\0', n))
-		return -EINVAL;
-	/* "[v6]" */
+	if (len < HOST_BUF)
+		return refuse(ret_why, "does not fit");
+	if (n == 0)
+		return refuse(ret_why, "is empty");
+	/* U-labels take up to 4 bytes a character; what is longer cannot be 253 A-label bytes. */
+	if (n > 4 * HOST_MAX)
+		return refuse(ret_why, "is longer than 253 characters");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (c < 0x21 || c == 0x7f)
+			return refuse(ret_why, "contains white space or a control character");
+		if (c >= 0x80)
+			ascii = false;
+		else if (c == '*')
+			return refuse(ret_why,
+			              "is a wildcard: not allowed (a secret bound to a name "
+			              "also goes to its subdomains)");
+		else if (c == '/' || c == '@' || c == '?' || c == '#')
+			return refuse(ret_why, "is not a bare host name: give it without scheme, "
+			                       "user, path or query");
+	}
+	/* "[v6]", and a bare IPv6 address: the only hosts with a colon. */
 	if (in[0] == '[') {
 		if (n < 3 || in[n - 1] != ']')
-			return -EINVAL;
-		memcpy(tmp, in + 1, n - 2);
-		tmp[n - 2] = '\0';
-		if (inet_pton(AF_INET6, tmp, &a6) != 1)
-			return -EINVAL;
-		if (!inet_ntop(AF_INET6, &a6, out, (socklen_t)len))
-			return -EINVAL;
-		return HOST_IPV6;
+			return refuse(ret_why, "is not an IPv6 address in brackets");
+		return ipv6_literal(in + 1, n - 2, out, len, ret_why);
 	}
-	if (n > HOST_MAX + 1)
-		return -EINVAL;
+	if (memchr(in, ':', n))
+		return ascii ? ipv6_literal(in, n, out, len, ret_why)
+		             : refuse(ret_why, "is not an IP address (and a port does not belong "
+		                               "in a host)");
 	memcpy(tmp, in, n);
 	tmp[n] = '\0';
-	if (inet_pton(AF_INET6, tmp, &a6) == 1) {
-		if (!inet_ntop(AF_INET6, &a6, out, (socklen_t)len))
-			return -EINVAL;
-		return HOST_IPV6;
-	}
 	/* One trailing dot stripped ("example.com." is example.com), not two. */
 	if (n > 1 && tmp[n - 1] == '.')
 		tmp[--n] = '\0';
 	if (inet_pton(AF_INET, tmp, &a4) == 1) {
 		if (!inet_ntop(AF_INET, &a4, out, (socklen_t)len))
-			return -EINVAL;
+			return refuse(ret_why, "is not an IPv4 address");
 		return HOST_IPV4;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if ((unsigned char)tmp[i] >= 0x80)
-			ascii = false;
-		else if (tmp[i] >= 'A' && tmp[i] <= 'Z')
+	for (size_t i = 0; i < n; i++)
+		if (tmp[i] >= 'A' && tmp[i] <= 'Z')
 			tmp[i] = (char)(tmp[i] - 'A' + 'a');
-	}
 	if (!ascii || strstr(tmp, "xn--")) {
-		/* U-labels become A-labels; A-labels are checked to be valid ones. */
+		/* U-labels become A-labels (TR46 non-transitional mapping, so full-width and
+		 * upper-case forms map too); A-labels are checked to be valid ones. */
 		char *alabel = NULL;
 		int r = idn2_lookup_u8((const uint8_t *)tmp, (uint8_t **)&alabel,
 		                       IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
 		if (r != IDN2_OK)
-			return -EINVAL;
+			return refuse(ret_why, "is not a valid internationalised (IDNA) name");
 		if (strlen(alabel) > HOST_MAX) {
 			idn2_free(alabel);
-			return -EINVAL;
+			return refuse(ret_why, "is longer than 253 characters");
 		}
 		for (char *q = alabel; *q; q++)
 			if (*q >= 'A' && *q <= 'Z')
@@ -117,10 +159,21 @@ int host_normalize_n(const char *in, size_t n, char *out, size_t len)
 		(void)snprintf(tmp, sizeof(tmp), "%s", alabel);
 		idn2_free(alabel);
 	}
-	if (check_name(tmp) < 0 || looks_numeric(tmp))
-		return -EINVAL;
+	{
+		int r = check_name(tmp, ret_why);
+		if (r < 0)
+			return r;
+	}
+	if (looks_numeric(tmp))
+		return refuse(ret_why, "looks like a number, which resolvers and URL parsers read "
+		                       "as an IPv4 address, but is no dotted quad");
 	(void)snprintf(out, len, "%s", tmp);
 	return HOST_NAME;
+}
+
+int host_normalize_n(const char *in, size_t n, char *out, size_t len)
+{
+	return host_normalize_why(in, n, out, len, NULL);
 }
 
 int host_normalize(const char *in, char *out, size_t len)

@@ -29,15 +29,24 @@ enum host_kind {
 };
 
 /*
+ * The one host normaliser: secret bindings (secret set, the vault), egress policy rules and
+ * every host a request names go through it, and what it returns is stored and compared as is.
  * Normalises in (a name, a dotted IPv4 address, an IPv6 address with or without brackets) into
- * out (at least HOST_BUF bytes). Returns its kind (> 0), or -EINVAL for something that is no
- * host: empty, too long, a label over 63 bytes or empty, characters outside [a-z0-9-_] after
- * IDNA, a zone id, or a numeric form that resolvers would read as an IPv4 address but that is
- * not dotted-quad ("127.1", "0x7f.0.0.1", "2130706433").
+ * out (at least HOST_BUF bytes): one trailing dot stripped, lower case, IDNA2008 A-labels
+ * (libidn2, TR46 non-transitional; A-labels given as such checked), labels of 1-63 characters
+ * of [a-z0-9_-] not starting or ending with '-', at most HOST_MAX in all; IP literals in
+ * their inet_ntop() form without brackets. Returns its kind (> 0), or -EINVAL for something
+ * that is no host: empty, too long, an empty or over-long label, other characters (white space,
+ * '*', scheme, user, port, path), an IPv6 zone id, an invalid A-label, or a numeric form that
+ * resolvers or URL parsers would read as an IPv4 address but that is not a dotted quad
+ * ("127.1", "0x7f.0.0.1", "2130706433", "a.0x7f", "a.123").
  */
 int host_normalize(const char *in, char *out, size_t len);
-/* Same for the len bytes at in (not NUL-terminated). */
+/* Same for the n bytes at in (not NUL-terminated). */
 int host_normalize_n(const char *in, size_t n, char *out, size_t len);
+/* Same; on -EINVAL, when ret_why is non-NULL, *ret_why says what is wrong (a static phrase to
+ * follow "host 'X' ": "is empty", "has a label longer than 63 characters", ...). */
+int host_normalize_why(const char *in, size_t n, char *out, size_t len, const char **ret_why);
 /* Whether a normalised host is an IP literal. */
 bool host_is_ip(const char *host);
 /* Whether normalised host is bound to normalised pattern (see above). */

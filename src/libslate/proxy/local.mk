@@ -22,10 +22,10 @@ check_PROGRAMS += tests/unit/test-http tests/unit/test-host tests/unit/test-prox
 tests_unit_test_http_SOURCES = tests/unit/test-http.c
 tests_unit_test_http_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_http_LDADD = $(UNIT_LDADD)
-tests_unit_test_host_SOURCES = tests/unit/test-host.c
+tests_unit_test_host_SOURCES = tests/unit/test-host.c tests/unit/host-cases.h
 tests_unit_test_host_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_host_LDADD = $(UNIT_LDADD)
-tests_unit_test_proxy_SOURCES = tests/unit/test-proxy.c
+tests_unit_test_proxy_SOURCES = tests/unit/test-proxy.c tests/unit/host-cases.h
 tests_unit_test_proxy_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_proxy_LDADD = $(UNIT_LDADD)
 
@@ -44,6 +44,20 @@ tests_unit_test_fuzz_corpus_http_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-h
 tests_unit_test_fuzz_corpus_http_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-http\"
 tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
+# The one host normaliser (proxy/host.c): secret bindings, egress rules, request hosts.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-host
+tests_fuzz_fuzz_host_SOURCES = tests/fuzz/fuzz-host.c src/libslate/proxy/host.c
+tests_fuzz_fuzz_host_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_host_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_host_LDADD = $(IDN2_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-host
+check_PROGRAMS += tests/unit/test-fuzz-corpus-host
+tests_unit_test_fuzz_corpus_host_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-host.c
+tests_unit_test_fuzz_corpus_host_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-host\"
+tests_unit_test_fuzz_corpus_host_LDADD = $(LIBSLATE_LIBS)
 
 # End to end with real peers (curl, Python's http.server over ssl, a raw TCP server): host side
 # through tests/unit/proxy-listen, and inside a test VM through a private slated.

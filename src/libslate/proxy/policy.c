@@ -31,23 +31,29 @@ void egress_policy_free(struct egress_policy *p)
 	free(p);
 }
 
-/* A rule's host in canonical form: a network/address, or a normalised name. */
+/* A rule's host in canonical form: a network, or a host as the one normaliser (proxy/host.h)
+ * writes it, an address as a full-length network. */
 static int rule_target(const char *host, char **ret_host, bool *ret_is_net, struct ip_net *ret_net)
 {
-	char norm[HOST_BUF];
+	char norm[HOST_BUF], text[64];
 	struct ip_net net;
+	int kind = 0;
 
 	if (!host || !*host)
 		return -EINVAL;
-	if (ip_net_parse(host, &net) == 0) {
-		char text[64];
+	if (!strchr(host, '/')) {
+		kind = host_normalize(host, norm, sizeof(norm));
+		if (kind < 0)
+			return -EINVAL;
+	}
+	if (kind != HOST_NAME) {
+		if (ip_net_parse(kind ? norm : host, &net) < 0)
+			return -EINVAL;
 		ip_net_format(&net, text, sizeof(text));
 		*ret_host = strdup(text);
 		*ret_is_net = true;
 		*ret_net = net;
 	} else {
-		if (host_normalize(host, norm, sizeof(norm)) != HOST_NAME)
-			return -EINVAL;
 		*ret_host = strdup(norm);
 		*ret_is_net = false;
 	}

@@ -813,13 +813,11 @@ static void resign_done(struct resign *rs)
 	sigv4_resigned_free(rs->res);
 }
 
-/* Hosts compared as bound_to compares them (normalised, host_matches), so that the re-signer
- * and the leak scanner agree on where an AWS secret is bound. */
+/* Hosts compared as bound_to compares them (host_matches on the stored, normalised binding),
+ * so that the re-signer and the leak scanner agree on where an AWS secret is bound. */
 static bool resign_host_bound(const char *bound, const char *host)
 {
-	char norm[HOST_BUF];
-
-	return bound && host_normalize(bound, norm, sizeof(norm)) >= 0 && host_matches(host, norm);
+	return bound && host_matches(host, bound);
 }
 
 /*
@@ -2568,12 +2566,12 @@ static int conn_secrets(struct conn *c)
 		c->bound[i] = calloc(s->n_hosts + 1, sizeof(char *));
 		if (!c->bound[i])
 			return -ENOMEM;
+		/* Stored as the one normaliser wrote them (secret_new; the vault refuses any
+		 * other form): used as they are. */
 		for (size_t j = 0; j < s->n_hosts; j++) {
-			char norm[HOST_BUF];
-			/* A host that does not normalise binds nothing. */
-			if (!s->hosts[j] || host_normalize(s->hosts[j], norm, sizeof(norm)) < 0)
+			if (!s->hosts[j])
 				continue;
-			if (!(c->bound[i][m++] = strdup(norm)))
+			if (!(c->bound[i][m++] = strdup(s->hosts[j])))
 				return -ENOMEM;
 		}
 		for (size_t j = 0; j < s->n_values; j++) {

@@ -3,11 +3,10 @@ src_libslate_libslate_la_SOURCES += src/libslate/api/secrets.c
 src_libslate_libslate_la_SOURCES += src/libslate/secrets/install.c src/libslate/secrets/install.h
 src_libslate_libslate_la_SOURCES += src/libslate/secrets/secrets.h \
 	src/libslate/secrets/secret.c \
-	src/libslate/secrets/hosts.c src/libslate/secrets/hosts.h \
 	src/libslate/secrets/placeholder.c src/libslate/secrets/placeholder.h \
 	src/libslate/secrets/vault.c src/libslate/secrets/vault.h \
 	src/libslate/secrets/provision.c src/libslate/secrets/provision.h
-# Host names are normalised to IDNA A-labels with libidn2 (secrets/hosts.c).
+# Host names are normalised to IDNA A-labels with libidn2 (proxy/host.c, the one normaliser).
 src_libslate_libslate_la_CFLAGS += $(IDN2_CFLAGS)
 src_libslate_libslate_la_LIBADD += $(IDN2_LIBS)
 
@@ -18,7 +17,7 @@ tests_unit_test_placeholder_SOURCES = tests/unit/test-placeholder.c
 tests_unit_test_placeholder_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_placeholder_LDADD = $(UNIT_LDADD) $(ZLIB_LIBS)
 # The vault: sealing, purpose binding, tampering, merge, host normalisation, the key file.
-tests_unit_test_vault_SOURCES = tests/unit/test-vault.c
+tests_unit_test_vault_SOURCES = tests/unit/test-vault.c tests/unit/host-cases.h
 tests_unit_test_vault_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_vault_LDADD = $(UNIT_LDADD)
 # What the guest is given: environment and files, placeholders only.
@@ -31,7 +30,7 @@ if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-vault
 tests_fuzz_fuzz_vault_SOURCES = tests/fuzz/fuzz-vault.c \
 	src/libslate/secrets/vault.c src/libslate/secrets/secret.c \
-	src/libslate/secrets/hosts.c src/libslate/secrets/placeholder.c
+	src/libslate/proxy/host.c src/libslate/secrets/placeholder.c
 tests_fuzz_fuzz_vault_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDADD = $(LIBSLATE_LIBS)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "secrets/hosts.h"
+#include "proxy/host.h"
 #include "secrets/placeholder.h"
 #include "secrets/secrets.h"
 #include "util/error.h"
@@ -324,7 +324,6 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
                      const char *const *hosts, size_t n_hosts, const char *env, const char *file,
                      bool global, char *err, size_t errlen)
 {
-	int r;
 
 	if (secret_key_check(key) < 0)
 		return fail(err, errlen,
@@ -356,20 +355,17 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
 	if (!s->key || (env && !s->env) || (file && !s->file) || !s->hosts)
 		return -ENOMEM;
 	for (size_t i = 0; i < n_hosts; i++) {
-		char *h = NULL, why[256];
+		char h[HOST_BUF];
+		const char *why = "is not a host";
 		bool dup = false;
 
-		r = secret_host_normalize(hosts[i], &h, why, sizeof(why));
-		if (r == -EINVAL)
-			return fail(err, errlen, "secret %s: %s", key, why);
-		if (r < 0)
-			return r;
+		/* The proxy's normaliser (proxy/host.h), the one every binding is compared with. */
+		if (host_normalize_why(hosts[i], strlen(hosts[i]), h, sizeof(h), &why) < 0)
+			return fail(err, errlen, "secret %s: host '%s' %s", key, hosts[i], why);
 		for (size_t j = 0; j < s->n_hosts; j++)
 			dup = dup || streq(s->hosts[j], h);
-		if (dup)
-			free(h);
-		else
-			s->hosts[s->n_hosts++] = h;
+		if (!dup && !(s->hosts[s->n_hosts++] = strdup(h)))
+			return -ENOMEM;
 	}
 	return 0;
 }

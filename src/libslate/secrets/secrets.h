@@ -101,7 +101,7 @@ struct secret_spec {
 };
 
 /*
- * Validates spec and builds the secret: hosts normalised (secrets/hosts.h), the value split by
+ * Validates spec and builds the secret: hosts normalised (host_normalize, proxy/host.h), the value split by
  * kind, copied into secure buffers, registered with log_forbid(), and each placeholder derived
  * from salt (INSTALL_SALT_LEN bytes; secrets/placeholder.h). On failure err (when non-NULL)
  * says what is wrong without ever quoting the value. Returns 0 or a negative error (-EINVAL for
