@@ -11,7 +11,8 @@
 #   chunks; streamed past the buffer), a URL, the method, a CONNECT target or field (before any
 #   connect), an opaque tunnel; never substituted in the URL or
 #   body; CONNECT/SNI/Host disagreements refused; request smuggling refused; a client sending one
-#   byte per second does not stall the others; the egress policy and private addresses; the
+#   byte per second does not stall the others; the egress policy and private addresses (a deny
+#   rule seeing through IPv4-mapped, NAT64, 6to4 and Teredo addresses); the
 #   audit trail holds names, never values.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
@@ -82,6 +83,11 @@ connect_to=
 for n in $names; do connect_to+="$n:443:127.0.0.1:$tp,"; done
 for n in plain.bound.test evil.test sub.plain.bound.test; do connect_to+="$n:80:127.0.0.1:$pp,"; done
 connect_to+="api.bound.test:80:127.0.0.1:$pp,api.bound.test:8080:127.0.0.1:$pp,"
+# IPv6 addresses carrying 203.0.113.7: mapped, NAT64 /96 and local-use /48, 6to4, Teredo (client
+# 203.0.113.7). Each leads to the plain server, so one let through would be seen arriving.
+embedded="::ffff:203.0.113.7 64:ff9b::cb00:7107 64:ff9b:1:cb00:71:700:: 2002:cb00:7107::1
+    2001:0:4136:e378:8000:63bf:34ff:8ef8"
+for a in $embedded; do connect_to+="[$a]:80:127.0.0.1:$pp,"; done
 connect_to+="tunnel.bound.test:22:127.0.0.1:$cp,plain.bound.test:22:127.0.0.1:$cp"
 # API_KEY's placeholder as a CONNECT target's first label leads to the raw TCP server too, so
 # that a proxy which resolved or connected such a target would be seen doing it (and would
@@ -295,6 +301,20 @@ policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.
 [ "$(code http://evil.test/denied2)" = 403 ] || fail "deny evil.test"
 [ "$(code http://plain.bound.test/ok2)" = 200 ] || fail "allow-all with a deny rule"
 for p in denied denied-tls denied2; do reached "/$p" && fail "/$p reached a server"; done
+# A deny address rule sees through IPv6 addresses that carry its IPv4 address.
+policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}, {"action": "deny", "host": "203.0.113.7"}]}'
+i=0
+for a in $embedded; do
+    i=$((i + 1))
+    st=$(code "http://[$a]/embedded$i")
+    [ "$st" = 403 ] || fail "deny 203.0.113.7 let [$a] through: status $st"
+    grep -q "not allowed by the egress policy" "$w/body" || fail "[$a] refused why? $(cat "$w/body")"
+    reached "/embedded$i" && fail "[$a] reached the server"
+done
+# The control: without the deny rule the same literal does arrive (through --connect-to).
+policy '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}'
+[ "$(code "http://[64:ff9b::cb00:7107]/embedded-ok")" = 200 ] && reached /embedded-ok ||
+    fail "the NAT64 literal without a deny rule: $(cat "$w/body")"
 
 # ---- the audit trail: names, never values; query values redacted ----
 grep -q '"substituted":\["GH_TOKEN"\]' "$w/events.jsonl" || fail "no substitution recorded"

@@ -188,8 +188,14 @@ static void test_classes(void **state)
 	        {"::ffff:127.0.0.1", ADDR_LOOPBACK},
 	        {"::ffff:10.0.0.1", ADDR_PRIVATE},
 	        {"::ffff:8.8.8.8", ADDR_PUBLIC},
-	        {"64:ff9b::a9fe:a9fe", ADDR_METADATA}, /* NAT64 of 169.254.169.254 */
-	        {"2002:7f00:1::", ADDR_LOOPBACK},      /* 6to4 of 127.0.0.1 */
+	        {"64:ff9b::a9fe:a9fe", ADDR_METADATA},       /* NAT64 of 169.254.169.254 */
+	        {"2002:7f00:1::", ADDR_LOOPBACK},            /* 6to4 of 127.0.0.1 */
+	        {"64:ff9b:1:7f00:0:100::", ADDR_LOOPBACK},   /* local-use NAT64 /48 of 127.0.0.1 */
+	        {"64:ff9b:1:a9fe:a9:fe00::", ADDR_METADATA}, /* ... of 169.254.169.254 */
+	        {"2001:0:4136:e378:8000:63bf:5601:5601", ADDR_METADATA}, /* Teredo, client
+	                                                                 * 169.254.169.254 */
+	        {"2001:0:4136:e378:8000:63bf:80ff:fffe", ADDR_LOOPBACK}, /* Teredo, 127.0.0.1 */
+	        {"2001:0:4136:e378:8000:63bf:f7f7:f7f7", ADDR_PUBLIC},   /* Teredo, 8.8.8.8 */
 	        {"fd00:ec2::254", ADDR_METADATA},
 	        {"fd12::1", ADDR_PRIVATE},
 	        {"fc00::1", ADDR_PRIVATE},
@@ -238,6 +244,37 @@ static void test_nets(void **state)
 	assert_true(net_has("127.0.0.1", "127.0.0.1"));
 	assert_false(net_has("127.0.0.1", "127.0.0.2"));
 	assert_true(net_has("127.0.0.1", "::ffff:127.0.0.1")); /* v4-mapped counts as IPv4 */
+	/* So does every other IPv6 address that carries an IPv4 one (deny 203.0.113.7). */
+	{
+		static const struct {
+			const char *addr;
+			bool in;
+		} emb[] = {
+		        {"::ffff:203.0.113.7", true},                   /* mapped */
+		        {"64:ff9b::cb00:7107", true},                   /* NAT64 /96 */
+		        {"64:ff9b::203.0.113.7", true},                 /* the same */
+		        {"64:ff9b:1:cb00:71:700::", true},              /* NAT64 local-use /48 */
+		        {"2002:cb00:7107::1", true},                    /* 6to4 */
+		        {"2002:cb00:7107:1234:5678::9", true},          /* 6to4, any host part */
+		        {"2001:0:4136:e378:8000:63bf:34ff:8ef8", true}, /* Teredo client */
+		        {"64:ff9b::cb00:7108", false},                  /* next address */
+		        {"2002:cb00:7108::1", false},
+		        {"2001:0:cb00:7107:8000:63bf:5601:5601",
+		         false},                        /* Teredo server, not client */
+		        {"2001:db8::cb00:7107", false}, /* documentation, no embedding */
+		        {"::cb00:7107", false}, /* IPv4-compatible: deprecated, never routed */
+		        {"64:ff9b:2:cb00:71:700::", false},
+		};
+		for (size_t i = 0; i < sizeof(emb) / sizeof(emb[0]); i++)
+			if (net_has("203.0.113.7", emb[i].addr) != emb[i].in)
+				fail_msg("203.0.113.7 vs %s: want %d", emb[i].addr, emb[i].in);
+		assert_true(net_has("203.0.113.0/24", "64:ff9b::cb00:71ff"));
+		assert_true(net_has("0.0.0.0/0", "2002:0102:0304::1"));
+		/* An IPv6 network still holds them as IPv6 addresses. */
+		assert_true(net_has("2002::/16", "2002:cb00:7107::1"));
+		assert_true(net_has("64:ff9b::/96", "64:ff9b::cb00:7107"));
+		assert_false(net_has("64:ff9b::/96", "203.0.113.7"));
+	}
 	assert_true(net_has("::1", "::1"));
 	assert_false(net_has("::1", "127.0.0.1"));
 	assert_true(net_has("fd00::/8", "fd12::1"));

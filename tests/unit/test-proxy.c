@@ -266,6 +266,31 @@ static void test_policy(void **state)
 	/* A deny address rule refuses even public addresses, whatever the name. */
 	assert_int_equal(egress_policy_apply(p, "deny", "140.82.112.0/24"), 0);
 	assert_false(allows_addr(p, "140.82.112.3"));
+	/* ... and the IPv6 addresses that carry them (mapped, NAT64, 6to4, Teredo), as literal
+	 * hosts and as resolved addresses; as addresses even where an IPv6 rule allows the
+	 * prefix (a DNS64 network: the more specific address rule decides the host, but a deny
+	 * address rule refuses whatever led there). */
+	{
+		static const char *const carried[] = {
+		        "::ffff:140.82.112.3", "64:ff9b::8c52:7003",
+		        "64:ff9b:1:8c52:70:300::", "2002:8c52:7003::1",
+		        "2001:0:4136:e378:8000:63bf:73ad:8ffc"};
+		assert_int_equal(egress_policy_apply(p, "allow", "::/0"), 0);
+		for (size_t i = 0; i < ELEMENTSOF(carried); i++) {
+			if (allows_addr(p, carried[i]))
+				fail_msg("deny 140.82.112.0/24 let address %s through", carried[i]);
+			if (allows(p, carried[i]))
+				fail_msg("deny 140.82.112.0/24 let host %s through", carried[i]);
+		}
+		assert_true(allows(p, "64:ff9b::808:808"));
+		assert_int_equal(egress_policy_apply(p, "allow", "64:ff9b::/96"), 0);
+		assert_int_equal(egress_policy_apply(p, "allow", "2002::/16"), 0);
+		assert_int_equal(egress_policy_apply(p, "allow", "2001::/32"), 0);
+		assert_true(allows_addr(p, "64:ff9b::808:808"));
+		for (size_t i = 0; i < ELEMENTSOF(carried); i++)
+			if (allows_addr(p, carried[i]))
+				fail_msg("deny 140.82.112.0/24 let address %s through", carried[i]);
+	}
 	/* Bad input. */
 	assert_int_equal(egress_policy_apply(p, "allow", "a..b"), -EINVAL);
 	assert_int_equal(egress_policy_apply(p, "allow", NULL), -EINVAL);

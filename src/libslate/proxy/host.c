@@ -319,25 +319,45 @@ static bool prefix6(const uint8_t *a, const uint8_t *net, unsigned bits)
 	return ((a[bytes] ^ net[bytes]) & (uint8_t)(0xff << (8 - rest))) == 0;
 }
 
+bool ip6_embedded_v4(const uint8_t *a, uint32_t *ret)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};            /* RFC 6052 */
+	static const uint8_t nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1}; /* RFC 8215 */
+	static const uint8_t six2four[2] = {0x20, 0x02};                   /* RFC 3056 */
+	static const uint8_t teredo[4] = {0x20, 0x01, 0, 0};               /* RFC 4380 */
+	uint32_t v;
+
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		v = get4(a + 12);
+	else if (memcmp(a, nat64_local, 6) == 0)
+		/* A /48 prefix (RFC 6052 2.2): bits 48-63 and 72-87, around the u octet. */
+		v = ((uint32_t)a[6] << 24) | ((uint32_t)a[7] << 16) | ((uint32_t)a[9] << 8) | a[10];
+	else if (memcmp(a, six2four, 2) == 0)
+		v = get4(a + 2);
+	else if (memcmp(a, teredo, 4) == 0)
+		v = get4(a + 12) ^ 0xffffffffu; /* the client's address, obfuscated */
+	else
+		return false;
+	*ret = v;
+	return true;
+}
+
 static enum addr_class classify6(const uint8_t *a)
 {
 	static const uint8_t zero[16] = {0};
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const uint8_t six2four[2] = {0x20, 0x02};
 	static const uint8_t ec2[16] = {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54};
 	static const uint8_t doc[4] = {0x20, 0x01, 0x0d, 0xb8};
 	static const uint8_t discard[8] = {0x01, 0x00};
 	uint8_t loop[16] = {[15] = 1};
+	uint32_t v4;
 
 	if (memcmp(a, zero, 16) == 0)
 		return ADDR_HOST_LOCAL;
 	if (memcmp(a, loop, 16) == 0)
 		return ADDR_LOOPBACK;
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
-		return classify4(get4(a + 12));
-	if (memcmp(a, six2four, 2) == 0)
-		return classify4(get4(a + 2));
+	if (ip6_embedded_v4(a, &v4))
+		return classify4(v4);
 	if (memcmp(a, ec2, 16) == 0)
 		return ADDR_METADATA;
 	if (memcmp(a, zero, 12) == 0) /* IPv4-compatible (deprecated) */
@@ -430,26 +450,27 @@ void ip_net_format(const struct ip_net *n, char *out, size_t len)
 
 bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa)
 {
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	uint8_t a[16];
-	int family;
+	uint8_t a[4];
+	uint32_t v4;
 
 	if (sa->sa_family == AF_INET) {
-		family = AF_INET;
 		memcpy(a, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-	} else if (sa->sa_family == AF_INET6) {
+		return n->family == AF_INET && prefix6(a, n->addr, n->prefix);
+	}
+	if (sa->sa_family == AF_INET6) {
 		const uint8_t *p =
 		        ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-		if (memcmp(p, mapped, 12) == 0) {
-			family = AF_INET;
-			memcpy(a, p + 12, 4);
-		} else {
-			family = AF_INET6;
-			memcpy(a, p, 16);
-		}
-	} else
-		return false;
-	if (family != n->family)
-		return false;
-	return prefix6(a, n->addr, n->prefix);
+		if (n->family == AF_INET6)
+			return prefix6(p, n->addr, n->prefix);
+		/* An IPv4 network holds the IPv6 addresses that carry one of its addresses: they
+		 * reach it (through a translator or a tunnel) as surely as the address itself. */
+		if (n->family != AF_INET || !ip6_embedded_v4(p, &v4))
+			return false;
+		a[0] = (uint8_t)(v4 >> 24);
+		a[1] = (uint8_t)(v4 >> 16);
+		a[2] = (uint8_t)(v4 >> 8);
+		a[3] = (uint8_t)v4;
+		return prefix6(a, n->addr, n->prefix);
+	}
+	return false;
 }

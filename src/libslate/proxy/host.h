@@ -75,8 +75,16 @@ enum addr_class {
 };
 /* "public", "loopback", "private", ... */
 const char *addr_class_name(enum addr_class c);
-/* Classifies an AF_INET or AF_INET6 address (v4-mapped, NAT64 and 6to4 addresses by the IPv4
- * address they carry). Anything else is ADDR_RESERVED. */
+/*
+ * Whether the IPv6 address a (16 bytes) carries an IPv4 address, and which (host order) in
+ * *ret: IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 with
+ * RFC 6052's /48 layout), 6to4 (2002::/16, bits 16-47) and Teredo (2001::/32, the client's
+ * address: the last 32 bits XOR 0xffffffff). Such an address reaches the IPv4 one through a
+ * translator or a tunnel, so every address check judges it as that IPv4 address.
+ */
+bool ip6_embedded_v4(const uint8_t *a, uint32_t *ret);
+/* Classifies an AF_INET or AF_INET6 address (one that carries an IPv4 address, ip6_embedded_v4,
+ * by that address). Anything else is ADDR_RESERVED. */
 enum addr_class addr_classify(const struct sockaddr *sa);
 
 /* An address or a network ("10.0.0.0/8", "127.0.0.1", "::1", "[fd00::]/8"). */
@@ -89,5 +97,7 @@ struct ip_net {
 int ip_net_parse(const char *s, struct ip_net *ret);
 /* Writes the canonical text form ("10.0.0.0/8", or just the address for a full prefix). */
 void ip_net_format(const struct ip_net *n, char *out, size_t len);
-/* Whether sa (AF_INET/AF_INET6; v4-mapped counts as IPv4) lies inside n. */
+/* Whether sa (AF_INET/AF_INET6) lies inside n: an IPv6 network holds IPv6 addresses by prefix;
+ * an IPv4 network holds IPv4 addresses and the IPv6 addresses carrying one of them
+ * (ip6_embedded_v4: mapped, NAT64, 6to4, Teredo). */
 bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa);

@@ -2405,6 +2405,27 @@ static void serve_http(struct conn *c)
 
 /* ---- the proxy ---- */
 
+/* Splits one "HOST:PORT:ADDR:PORT" in place into f (HOST or ADDR may be an IPv6 literal in
+ * brackets, as curl's --connect-to has it). Returns 0 or -EINVAL. */
+static int split_connect_to(char *e, char *f[4])
+{
+	for (size_t k = 0; k < 4; k++) {
+		char *end = *e == '[' ? strchr(e, ']') : e + strcspn(e, ":");
+		if (!end || end == e)
+			return -EINVAL;
+		if (*end == ']')
+			end++;
+		f[k] = e;
+		if (k == 3)
+			return *end ? -EINVAL : 0;
+		if (*end != ':')
+			return -EINVAL;
+		*end = '\0';
+		e = end + 1;
+	}
+	return -EINVAL;
+}
+
 static int parse_connect_to(struct proxy *p, const char *spec)
 {
 	_cleanup_free_ char *copy = strdup(spec);
@@ -2414,12 +2435,9 @@ static int parse_connect_to(struct proxy *p, const char *spec)
 		return -ENOMEM;
 	for (char *e = strtok_r(copy, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
 		struct connect_to ct = {0}, *n;
-		char *f[4], *s2 = NULL, *tok;
-		size_t k = 0;
+		char *f[4];
 		unsigned long a, b;
-		for (tok = strtok_r(e, ":", &s2); tok && k < 4; tok = strtok_r(NULL, ":", &s2))
-			f[k++] = tok;
-		if (k != 4 || tok)
+		if (split_connect_to(e, f) < 0)
 			return -EINVAL;
 		a = strtoul(f[1], NULL, 10);
 		b = strtoul(f[3], NULL, 10);
