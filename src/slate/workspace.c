@@ -512,7 +512,7 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 		for (size_t i = 0; i < json_object_array_length(arr); i++) {
 			struct json_object *sec = json_object_array_get_idx(arr, i), *hs;
 			const char *k = "?", *kind = "?", *scope = "?", *query;
-			bool body = false;
+			bool body = false, plain_http = false;
 			(void)json_get_string(sec, "key", &k);
 			(void)json_get_string(sec, "kind", &kind);
 			(void)json_get_string(sec, "scope", &scope);
@@ -527,6 +527,9 @@ int cmd_describe(struct slate_ctx *ctx, int argc, char **argv)
 				printf("; in bodies");
 			if (json_get_string(sec, "query", &query) >= 0)
 				printf("; in ?%s=", query);
+			/* secret set --allow-plain-http: sent over plain http:// too. */
+			if (json_get_bool(sec, "allow_plain_http", &plain_http) >= 0 && plain_http)
+				printf("; over plain HTTP too");
 			printf("\n");
 		}
 	}

@@ -82,7 +82,9 @@ grep -q "^API_KEY .*headers,body,?api_key " "$work/ls.txt" || fail "secret ls te
 grep -q "^PLAIN_KEY .*headers  " "$work/ls.txt" || fail "secret ls text: $(cat "$work/ls.txt")"
 grep -q "^CLEAR_KEY .*headers+plain-http " "$work/ls.txt" || fail "secret ls text: $(cat "$work/ls.txt")"
 s describe ws1 >"$work/describe.txt"
-grep -q "API_KEY (generic, workspace) -> api.example.com; in bodies; in ?api_key=" "$work/describe.txt" ||
+grep -q "API_KEY (generic, workspace) -> api.example.com; in bodies; in ?api_key=$" "$work/describe.txt" ||
+    fail "describe: $(cat "$work/describe.txt")"
+grep -q "CLEAR_KEY (generic, workspace) -> api.example.com; over plain HTTP too$" "$work/describe.txt" ||
     fail "describe: $(cat "$work/describe.txt")"
 s --json describe ws1 | python3 -c 'import json,sys; d=json.load(sys.stdin)
 k={x["key"]: x for x in d["secrets"]}; assert k["API_KEY"]["body"] and k["API_KEY"]["query"] == "api_key", k' ||
