@@ -679,7 +679,8 @@ static int put_request_line(struct conn *c, struct buf *out, const char *method,
 	for (size_t k = 0; k < l->n; k++)
 		if (l->counts[k] > 0)
 			(void)plain_refused(c, l->owner[k]);
-	subst_note(c, l, SUBST_IN_QUERY, o);
+	if (c->plain_secret < 0)
+		subst_note(c, l, SUBST_IN_QUERY, o);
 	return 0;
 }
 
@@ -932,7 +933,7 @@ static int resign_value(struct buf *val, const void *p, size_t n)
  * real access key id and session token. */
 static bool aws_plain_refused(struct conn *c, const struct http_head *h, const char *host)
 {
-	for (size_t i = 0; i < c->secrets->n; i++) {
+	for (size_t i = 0; c->secrets && i < c->secrets->n; i++) {
 		const struct secret *s = &c->secrets->v[i];
 		const char *ph = s->n_values > 0 ? s->values[0].placeholder : NULL;
 		bool named = false;
@@ -2039,6 +2040,7 @@ static int handle_request(struct conn *c, struct http_head *h)
 	}
 	if (r == -EPROTO) {
 		o.status = 403;
+		o.n_substituted = 0; /* nothing was sent: the audit event says so */
 		plain_refusal(c, host, o.refused, sizeof(o.refused));
 		goto refuse;
 	}
@@ -2072,6 +2074,8 @@ static int handle_request(struct conn *c, struct http_head *h)
 		goto refuse;
 	case FWD_UPSTREAM:
 		up_close(c);
+		if (c->plain_secret >= 0)
+			o.n_substituted = 0; /* refused for plain HTTP: nothing was sent */
 		o.status = e.status ? e.status : 502;
 		(void)snprintf(o.refused, sizeof(o.refused), "%s", e.msg);
 		goto refuse;
