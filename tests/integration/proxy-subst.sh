@@ -7,7 +7,9 @@
 #   value holds & = + space " \ /), and a Content-Length that matches; a chunked one arrives
 #   re-framed; gzip-encoded and text/plain bodies, and a secret without --body, are untouched;
 #   ?key=PH is substituted (percent-encoded) for a --query key secret, and nowhere else in the
-#   target; a secret without --query never is; an unbound host with the placeholder in a body or
+#   target; a secret without --query never is; over plain HTTP only for a secret set with
+#   allow_plain_http (403 for the body and the query otherwise); an unbound host with the
+#   placeholder in a body or
 #   query parameter gets 451 and nothing arrives; the audit trail says where, never the value.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
@@ -67,6 +69,8 @@ json.dump([
      "value": sys.argv[2], "body": True, "query": "key", "allow_plain_http": True},
     {"key": "PLAIN_KEY", "kind": "generic", "hosts": ["plain.bound.test"],
      "value": sys.argv[3]},
+    {"key": "TLS_KEY", "kind": "generic", "hosts": ["plain.bound.test"],
+     "value": sys.argv[3] + "-tls", "body": True, "query": "tk"},
 ], open(sys.argv[1], "w"))
 EOF
 echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}' \
@@ -82,6 +86,7 @@ px=$(cat "$w/proxy.port")
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 PH=$(ph SUBST_KEY)
 PLAIN=$(ph PLAIN_KEY)
+TLS=$(ph TLS_KEY)
 log "placeholders: $PH $PLAIN"
 
 pc() { curl -gsS --max-time 20 --proxy "http://127.0.0.1:$px" --cacert "$w/install/egress-ca.crt" "$@"; }
@@ -157,6 +162,17 @@ done
 pc "http://plain.bound.test/q7?key=$PLAIN" >"$w/out"
 [ "$(field "$w/out" 'd["path"]')" = "/q7?key=$PLAIN" ] ||
     fail "a secret without --query was substituted in the query"
+# TLS_KEY (--body --query, no allow_plain_http): over plain http:// its body and query
+# substitution are refused (403 naming it), nothing arrives; a placeholder it does not replace
+# (elsewhere in the target) goes as it is.
+st=$(code -H "Content-Type: application/x-www-form-urlencoded" --data-binary "tk=$TLS" \
+    http://plain.bound.test/tls-only-body)
+[ "$st" = 403 ] && grep -qF TLS_KEY "$w/body" || fail "a --body secret over plain HTTP: $st $(cat "$w/body")"
+st=$(code "http://plain.bound.test/tls-only-query?tk=$TLS")
+[ "$st" = 403 ] && grep -qF TLS_KEY "$w/body" || fail "a --query secret over plain HTTP: $st $(cat "$w/body")"
+[ "$(code "http://plain.bound.test/tls-elsewhere/$TLS")" = 200 ] || fail "a placeholder left alone was refused"
+for p in tls-only-body tls-only-query; do reached "/$p" && fail "/$p reached the server"; done
+grep -qF -- "$real_plain-tls" "$w/plain.log" && fail "TLS_KEY's real value went over plain HTTP"
 [ "$(leaks)" = 0 ] || fail "a leak was reported for bound hosts"
 
 # ---- unbound hosts: 451, nothing arrives ----
@@ -190,7 +206,7 @@ assert "/text" not in where and "/plain-body" not in where and "/q7" not in wher
 leak = [e for e in ev if e.get("type") == "leak"]
 assert [e["where"] for e in leak] == ["body", "body", "url", "url"], leak
 EOF
-for v in "$real" "$form_real" "$query_real" "$real_plain"; do
+for v in "$real" "$form_real" "$query_real" "$real_plain" "$real_plain-tls"; do
     grep -qF -- "$v" "$w/events.jsonl" "$w/proxy.log" && fail "a real value is in the trail or log"
 done
 log "body and query substitution: ok"
