@@ -444,7 +444,7 @@ static int release_pool(int state_fd, const char *state_dir, const char *uri, ch
 		        n == 1 ? "s" : "");
 		return -EBUSY;
 	}
-	r = storage_pool_unmount(state_fd, canon, &why);
+	r = storage_pool_unmount(state_fd, canon, NULL, &why);
 	if (r == -EBUSY)
 		(void)snprintf(msg, len,
 		               "the storage pool %s stays mounted: something has files open in it "
