@@ -18,3 +18,8 @@ tests_unit_test_helper_CFLAGS = $(UNIT_CFLAGS) -DTEST_BUILDDIR=\"$(abs_top_build
 tests_unit_test_helper_LDADD = $(UNIT_LDADD)
 tests_unit_test_helper_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=virtiofs_share_open \
 	-Wl,--wrap=virtiofs_spawn -Wl,--wrap=virtiofs_kill
+
+# slated without CAP_SYS_ADMIN, in a slave mount namespace of its own, with a helper started
+# before: a workspace on the loop pool is created, started and deleted; the control without it.
+integration_tests += tests/integration/helper.sh
+EXTRA_DIST += tests/integration/helper.sh
