@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,12 @@
 #define HELPER_BINARY "slated-helper"
 /* The fd a spawned helper finds its end of the socketpair on. */
 #define HELPER_CHILD_FD 3
+/*
+ * How long a reply may take. Mounting a large pool takes seconds; a helper that has not
+ * answered in this time is not coming (a socket-activated helper.service that failed to start
+ * leaves the connection waiting in the listening socket's backlog forever).
+ */
+#define HELPER_REPLY_TIMEOUT_S 120
 
 struct helper {
 	pthread_mutex_t lock;
@@ -33,6 +40,13 @@ struct helper {
 	pid_t pid;  /* the spawned helper, or 0 */
 	char desc[PATH_MAX + 32];
 };
+
+static int set_reply_timeout(int fd)
+{
+	struct timeval tv = {.tv_sec = HELPER_REPLY_TIMEOUT_S};
+
+	return RET_NERRNO(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+}
 
 static bool is_executable(const char *path)
 {
@@ -144,6 +158,7 @@ int helper_spawn(const char *binary, const char *state_dir, const char *log_leve
 	}
 	(void)close(sv[1]);
 	h->fd = sv[0];
+	(void)set_reply_timeout(h->fd);
 	h->pid = pid;
 	(void)snprintf(h->desc, sizeof(h->desc), "slated-helper (pid %d)", (int)pid);
 	*ret = TAKE_PTR(h);
@@ -164,6 +179,9 @@ static int connect_path(const char *path, int *ret_fd)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
+	r = set_reply_timeout(fd);
+	if (r < 0)
+		return r;
 	/* Whoever listens there is about to mount things for us: it must be root. */
 	{
 		struct ucred cred;
@@ -243,6 +261,8 @@ static int recv_reply(int fd, unsigned op, struct helper_reply *reply)
 	do
 		n = recv(fd, reply, sizeof(*reply), MSG_TRUNC);
 	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -ETIMEDOUT;
 	if (n < 0)
 		return -errno;
 	if (n == 0)
@@ -285,7 +305,8 @@ static int call(struct helper *h, struct helper_request *q, const int *fds, size
 	}
 	if (r >= 0)
 		r = recv_reply(h->fd, q->op, reply);
-	if (r < 0 && h->fd >= 0 && (is_disconnect(r) || r == -EPROTO))
+	/* A late or garbled reply would answer the next request: start afresh. */
+	if (r < 0 && h->fd >= 0 && (is_disconnect(r) || r == -EPROTO || r == -ETIMEDOUT))
 		h->fd = safe_close(h->fd);
 	pthread_mutex_unlock(&h->lock);
 	if (r < 0) {
@@ -295,7 +316,9 @@ static int call(struct helper *h, struct helper_request *q, const int *fds, size
 		               helper_describe(h),
 		               r == -ECONNRESET || r == -EPIPE ? "gone (exited?)"
 		               : r == -EPROTO                  ? "malformed reply"
-		                                               : strerror(-r));
+		               : r == -ETIMEDOUT
+		                       ? "no answer within " STRINGIFY(HELPER_REPLY_TIMEOUT_S) " s"
+		                       : strerror(-r));
 	}
 	return r < 0 ? r : reply->status;
 }
