@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -653,8 +654,13 @@ static void *serve_listen(void *p)
 	return NULL;
 }
 
-/* In a child as uid nobody: connect, send a well-formed POOL_MOUNT, read the one reply.
- * Exits 0 when it was -EPERM and then end of file. */
+/*
+ * In a child as uid nobody: connect, read the one reply, then try a well-formed POOL_MOUNT.
+ * Exits 0 when the reply was -EPERM and the request went nowhere (end of file, or the
+ * connection reset). The reply is read first: a request the helper never reads makes the
+ * kernel reset the connection when the helper closes it, and the reset would then be reported
+ * before the reply.
+ */
 static int as_nobody(const char *sock)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -669,15 +675,18 @@ static int as_nobody(const char *sock)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return 11;
-	set_path(&q, state);
-	(void)send(fd, &q, sizeof(q), MSG_NOSIGNAL); /* may find the connection closed already */
+	/* A helper that serves us waits for a request instead of refusing: do not wait forever. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 10},
+	                 sizeof(struct timeval));
 	if (recv(fd, &reply, sizeof(reply), 0) != sizeof(reply))
 		return 12;
 	reply.message[sizeof(reply.message) - 1] = '\0';
 	fprintf(stderr, "  as uid %d: %d %s\n", NOBODY, reply.status, reply.message);
 	if (reply.status != -EPERM || !strstr(reply.message, "only root"))
 		return 13;
-	if (recv(fd, &reply, sizeof(reply), 0) != 0)
+	set_path(&q, state);
+	(void)send(fd, &q, sizeof(q), MSG_NOSIGNAL); /* the helper has hung up: EPIPE */
+	if (recv(fd, &reply, sizeof(reply), 0) > 0)
 		return 14;
 	return 0;
 }
