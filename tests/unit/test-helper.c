@@ -7,9 +7,11 @@
  * functions drive the real slated-helper binary; storage_open() mounts its pool through it.
  *
  * The request handler runs in a thread of this test over a socketpair (helper_serve_conn), as
- * the real helper runs it. virtiofs_spawn() is wrapped at link time: the test sees what the
- * helper would start without starting virtiofsd. Needs root and loop devices (skipped with 77
- * otherwise). The binary runs in a private mount namespace, so nothing it mounts outlives it.
+ * the real helper runs it. virtiofs_spawn() is wrapped at link time there: the test sees what
+ * the helper would start without starting virtiofsd; the real binary (under the bounding set
+ * slated-helper.service gives it) starts and stops a real one. Needs root and loop devices
+ * (skipped with 77 otherwise). The binary runs in a private mount namespace, so nothing it
+ * mounts outlives it.
  */
 
 #include <fcntl.h>
@@ -882,6 +884,7 @@ static void test_share_serve(void **unused)
 	int r;
 
 	(void)unused;
+	n_spawn = 0;
 	set_path(&q, share);
 	q.uid = NOBODY;
 	q.gid = NOBODY;
@@ -891,26 +894,45 @@ static void test_share_serve(void **unused)
 	r = request(&q, fds, 2, &reply);
 	fprintf(stderr, "  SHARE_SERVE: %d %s\n", r, reply.message);
 	assert_int_equal(n_share_open, 1);
-	if (r == -ENOSYS) {
-		/* vm/virtiofs.c is not built in yet (helper/virtiofs-stub.c). */
-		assert_int_equal(n_spawn, 0);
-	} else {
-		assert_int_equal(r, 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(n_spawn, 1);
+	assert_int_equal(reply.value, 4242);
+	assert_int_equal(reply.start, 777);
+	assert_int_equal(last_spec.uid, NOBODY);
+	assert_int_equal(last_spec.gid, NOBODY);
+	assert_true(last_spec.readonly);
+	assert_true(last_spec.listen_fd >= 0);
+	assert_true(last_spec.log_fd >= 0);
+	assert_int_equal(last_spec.guest_uid, VIRTIOFS_GUEST_UID);
+	assert_int_equal(last_spec.guest_gid, VIRTIOFS_GUEST_GID);
+
+	/* Another owner than the share's: refused by the walk, nothing started. */
+	q.uid = 1000;
+	q.gid = 1000;
+	assert_int_equal(request(&q, fds, 1, &reply), -EPERM);
+	fprintf(stderr, "  SHARE_SERVE as uid 1000: %s\n", reply.message);
+	assert_int_equal(n_spawn, 1);
+	/* A symlink on the way: refused, nothing started. */
+	{
+		char link[PATH_MAX + 16];
+
+		(void)snprintf(link, sizeof(link), "%s/link", base);
+		assert_int_equal(symlink(share, link), 0);
+		set_path(&q, link);
+		q.uid = NOBODY;
+		q.gid = NOBODY;
+		assert_int_equal(request(&q, fds, 1, &reply), -ELOOP);
+		fprintf(stderr, "  SHARE_SERVE through a symlink: %s\n", reply.message);
 		assert_int_equal(n_spawn, 1);
-		assert_int_equal(reply.value, 4242);
-		assert_int_equal(reply.start, 777);
-		assert_int_equal(last_spec.uid, NOBODY);
-		assert_int_equal(last_spec.gid, NOBODY);
-		assert_true(last_spec.readonly);
-		assert_true(last_spec.listen_fd >= 0);
-		assert_true(last_spec.log_fd >= 0);
+		assert_int_equal(unlink(link), 0);
 	}
 	(void)close(fds[0]);
 	(void)close(fds[1]);
 }
 
-/* A child that names itself comm and runs as uid until killed. */
-static pid_t victim(const char *comm, uid_t uid)
+/* A child that names itself comm and runs as uid until killed, in a process group of its own
+ * unless own_group is false (then in the test's, which the helper thread shares). */
+static pid_t victim(const char *comm, uid_t uid, bool own_group)
 {
 	int p[2];
 	char c;
@@ -920,6 +942,8 @@ static pid_t victim(const char *comm, uid_t uid)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		if (own_group)
+			(void)setpgid(0, 0);
 		(void)prctl(PR_SET_NAME, comm, 0, 0, 0);
 		if (uid != 0 && (setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0))
 			_exit(1);
@@ -942,32 +966,51 @@ static void test_share_stop(void **unused)
 {
 	struct helper_request q = base_request(HELPER_SHARE_STOP);
 	struct helper_reply reply;
-	pid_t a, b, c;
+	pid_t a, b, c, d;
 
 	(void)unused;
 	/* Not named virtiofsd. */
-	a = victim("sleeper", NOBODY);
+	a = victim("sleeper", NOBODY, true);
 	q.pid = a;
-	q.start = virtiofs_proc_start_time(a) ? virtiofs_proc_start_time(a) : 1;
+	q.start = virtiofs_proc_start_time(a);
 	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
 	fprintf(stderr, "  SHARE_STOP of a sleeper: %s\n", reply.message);
 	/* Named virtiofsd, but root's. */
-	b = victim("virtiofsd", 0);
+	b = victim("virtiofsd", 0, true);
 	q.pid = b;
+	q.start = virtiofs_proc_start_time(b);
 	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
 	fprintf(stderr, "  SHARE_STOP of root's virtiofsd: %s\n", reply.message);
+	/* Named virtiofsd, someone else's, but in the helper's own process group: killing the
+	 * group would kill the helper (and here the test and make). */
+	c = victim("virtiofsd", NOBODY, false);
+	q.pid = c;
+	q.start = virtiofs_proc_start_time(c);
+	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
+	fprintf(stderr, "  SHARE_STOP in the helper's group: %s\n", reply.message);
 	assert_int_equal(n_kill, 0);
 	assert_true(alive(a));
 	assert_true(alive(b));
-	/* Named virtiofsd and someone else's: this one the helper would stop. */
-	c = victim("virtiofsd", NOBODY);
-	q.pid = c;
-	q.start = 99;
-	(void)request(&q, NULL, 0, &reply);
-	fprintf(stderr, "  SHARE_STOP of nobody's virtiofsd: %d %s\n", reply.status, reply.message);
-	assert_int_equal(n_kill, 1);
-	assert_int_equal(last_kill_pid, c);
-	assert_int_equal(last_kill_start, 99);
+	assert_true(alive(c));
+	/* Named virtiofsd, someone else's, a group of its own, but another start time: the pid
+	 * may have been reused. */
+	d = victim("virtiofsd", NOBODY, true);
+	q.pid = d;
+	q.start = virtiofs_proc_start_time(d) + 1;
+	assert_int_equal(request(&q, NULL, 0, &reply), -ESRCH);
+	assert_true(alive(d));
+	/* The right start time: stopped. */
+	q.start = virtiofs_proc_start_time(d);
+	assert_int_equal(request(&q, NULL, 0, &reply), 0);
+	fprintf(stderr, "  SHARE_STOP of nobody's virtiofsd: %s\n", reply.message);
+	assert_int_equal(n_kill, 2);
+	assert_int_equal(last_kill_pid, d);
+	{
+		int status = 0;
+
+		assert_int_equal(waitpid(d, &status, 0), d);
+		assert_true(WIFSIGNALED(status));
+	}
 	{
 		const pid_t v[] = {a, b, c};
 
@@ -980,6 +1023,23 @@ static void test_share_stop(void **unused)
 
 /* ---- the real binary, through the client functions; storage through it ---- */
 
+/* The real uid of pid, from /proc. */
+static int proc_uid(pid_t pid, uid_t *ret)
+{
+	char path[64], line[256];
+	_cleanup_fclose_ FILE *f = NULL;
+	unsigned long u;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Uid:\t%lu", &u) == 1) {
+			*ret = (uid_t)u;
+			return 0;
+		}
+	return -ESRCH;
+}
+
 static void test_binary(void **unused)
 {
 	_cleanup_(helper_freep) struct helper *h = NULL;
@@ -990,11 +1050,26 @@ static void test_binary(void **unused)
 	_cleanup_close_ int sfd = -1;
 	pid_t pid = 0;
 	uint64_t start = 0;
-	char why[256] = "";
+	char why[256] = "", wrapper[PATH_MAX];
 
 	(void)unused;
 	stop_server();
-	assert_int_equal(helper_spawn(TEST_BUILDDIR "/slated-helper", state, "debug", &h), 0);
+	/* The helper with the bounding set slated-helper.service gives it, when setpriv is here. */
+	(void)snprintf(wrapper, sizeof(wrapper), "%s/helper-wrapper", base);
+	{
+		_cleanup_fclose_ FILE *f = fopen(wrapper, "we");
+
+		assert_non_null(f);
+		fprintf(f, "#!/bin/sh\n");
+		if (access("/usr/bin/setpriv", X_OK) == 0)
+			fprintf(f, "exec setpriv --bounding-set -all,+sys_admin,+dac_read_search,"
+			           "+setuid,+setgid,+kill --inh-caps -all -- ");
+		else
+			fprintf(f, "exec ");
+		fprintf(f, "'%s/slated-helper' \"$@\"\n", TEST_BUILDDIR);
+	}
+	assert_int_equal(chmod(wrapper, 0700), 0);
+	assert_int_equal(helper_spawn(wrapper, state, "debug", &h), 0);
 	fprintf(stderr, "  %s\n", helper_describe(h));
 	/* Another state directory is refused, with the helper's message. */
 	assert_int_equal(helper_pool_mount(h, "/var/lib/slate", &err), -EPERM);
@@ -1024,6 +1099,30 @@ static void test_binary(void **unused)
 	assert_int_equal(storage_pool_unmount(sfd, state, &ops, &err), 1);
 	assert_false(pool_mounted());
 	assert_int_equal(storage_pool_unmount(sfd, state, &ops, &err), 0);
+
+	/* A real virtiofsd for the share, as its owner, and stopped again. */
+	if (access(VIRTIOFSD_DEFAULT, X_OK) < 0) {
+		fprintf(stderr, "  no %s: the real share not tried\n", VIRTIOFSD_DEFAULT);
+		return;
+	}
+	{
+		_cleanup_close_ int lfd = make_fd(FD_LISTEN_UNIX);
+		uid_t uid = 0;
+
+		assert_int_equal(helper_share_serve(h, share, NOBODY, NOBODY, true, lfd, -1, &pid,
+		                                    &start, why, sizeof(why)),
+		                 0);
+		fprintf(stderr, "  virtiofsd %d (start %llu) serves %s\n", (int)pid,
+		        (unsigned long long)start, share);
+		assert_true(pid > 1 && start > 0);
+		assert_int_equal(proc_uid(pid, &uid), 0);
+		assert_int_equal(uid, NOBODY);
+		assert_int_equal(helper_share_stop(h, pid, start), 0);
+		for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+			(void)usleep(20000);
+		assert_int_equal(kill(pid, 0), -1);
+		assert_int_equal(helper_share_stop(h, pid, start), -ESRCH);
+	}
 }
 
 int main(void)

@@ -127,6 +127,9 @@ static void do_share_serve(const struct helper_server *s, const struct helper_re
 	        .listen_fd = fds[0],
 	        .uid = (uid_t)q->uid,
 	        .gid = (gid_t)q->gid,
+	        /* The guest's view of the owner is slate's, fixed here, never a request's. */
+	        .guest_uid = VIRTIOFS_GUEST_UID,
+	        .guest_gid = VIRTIOFS_GUEST_GID,
 	        .readonly = q->flags & HELPER_SHARE_READONLY,
 	        .binary = s->virtiofsd,
 	        .log_fd = n_fds > 1 ? fds[1] : -1,
@@ -172,7 +175,8 @@ static int proc_comm_uid(pid_t pid, char *comm, size_t len, uid_t *ret_uid)
 
 /*
  * SHARE_STOP kills only what SHARE_SERVE starts: a process named after the virtiofsd binary
- * (its comm, as exec made it), running as someone other than root, at the given start time.
+ * (its comm, as exec made it), running as someone other than root, in a process group other
+ * than the helper's (virtiofs_kill() kills the group), at the given start time.
  * The helper has CAP_KILL; slated has not, and must not get a way to kill anyone through it.
  */
 static void do_share_stop(const struct helper_server *s, const struct helper_request *q,
@@ -195,6 +199,10 @@ static void do_share_stop(const struct helper_server *s, const struct helper_req
 		return reply_set(reply, -EPERM,
 		                 "process %d (%s, uid %u) is not a virtiofsd this helper started",
 		                 (int)q->pid, comm, (unsigned)uid);
+	/* virtiofs_kill() kills the process group (virtiofsd and its sandbox): never ours. */
+	if (getpgid((pid_t)q->pid) == getpgid(0))
+		return reply_set(reply, -EPERM, "process %d is in the helper's own process group",
+		                 (int)q->pid);
 	r = virtiofs_kill((pid_t)q->pid, q->start);
 	if (r < 0)
 		return reply_set(reply, r, "virtiofsd %d: %s", (int)q->pid,
