@@ -6,8 +6,8 @@
  * writable, file type); the rest is the message as the helper receives it. Besides not
  * crashing, a request the check lets through must have every property the helper's actions
  * rely on: exact size, magic, version, a known op, a NUL-terminated path of the right shape,
- * the fds the op takes, no uid or gid 0 for a share, and the state directory where the op
- * needs it.
+ * the fds the op takes, a share of root's only read-only (gid 0 only root's), and the state
+ * directory where the op needs it.
  */
 
 #include <stdbool.h>
@@ -76,7 +76,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case HELPER_SHARE_SERVE:
 		if (!helper_path_ok(q.path) || n_fds < 1 || !fds[0].is_socket ||
 		    fds[0].domain != AF_UNIX || fds[0].type != SOCK_STREAM || !fds[0].listening ||
-		    q.uid == 0 || q.gid == 0 || q.uid == (uint32_t)-1 || q.gid == (uint32_t)-1 ||
+		    (q.uid == 0 && !(q.flags & HELPER_SHARE_READONLY)) ||
+		    (q.gid == 0 && q.uid != 0) || q.uid == (uint32_t)-1 || q.gid == (uint32_t)-1 ||
 		    (q.flags & ~HELPER_SHARE_READONLY) || q.pid || q.start ||
 		    !strncmp(q.path, STATE "/", strlen(STATE) + 1) || !strcmp(q.path, STATE) ||
 		    strstr(q.path, "/../") || strstr(q.path, "//"))

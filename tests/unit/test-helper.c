@@ -540,9 +540,16 @@ static const struct bad bad_requests[] = {
          "log fd"},
         {"share unknown flags", SS, SHARE, m_owner_flags, 0, {FD_LISTEN_UNIX}, EINV, "flag bits"},
         {"share with a pid", SS, SHARE, m_owner_pid, 0, {FD_LISTEN_UNIX}, EINV, "must be 0"},
-        {"share uid 0", SS, SHARE, m_uid0, 0, {FD_LISTEN_UNIX}, EPRM, "uid 0"},
-        {"share gid 0", SS, SHARE, m_gid0, 0, {FD_LISTEN_UNIX}, EPRM, "gid 0"},
-        {"share uid -1", SS, SHARE, m_uid_minus1, 0, {FD_LISTEN_UNIX}, EPRM, "uid -1"},
+        {"share uid 0 writable",
+         SS,
+         SHARE,
+         m_uid0,
+         0,
+         {FD_LISTEN_UNIX},
+         EPRM,
+         "uid 0 may own only a read-only share"},
+        {"share gid 0", SS, SHARE, m_gid0, 0, {FD_LISTEN_UNIX}, EPRM, "gid 0 serves only root"},
+        {"share uid -1", SS, SHARE, m_uid_minus1, 0, {FD_LISTEN_UNIX}, EPRM, "-1 serve no"},
         {"share relative", SS, "home/u", m_owner, 0, {FD_LISTEN_UNIX}, EINV, "absolute"},
         {"share ..", SS, "/home/u/../../etc", m_owner, 0, {FD_LISTEN_UNIX}, EINV, "absolute"},
         {"share in the state dir",
@@ -906,6 +913,24 @@ static void test_share_serve(void **unused)
 	assert_int_equal(last_spec.guest_uid, VIRTIOFS_GUEST_UID);
 	assert_int_equal(last_spec.guest_gid, VIRTIOFS_GUEST_GID);
 
+	/* A share of root's, read-only: served as root. */
+	{
+		char rootshare[PATH_MAX + 16];
+
+		(void)snprintf(rootshare, sizeof(rootshare), "%s/rootshare", base);
+		assert_true(mkdir(rootshare, 0755) == 0 || errno == EEXIST);
+		set_path(&q, rootshare);
+		q.uid = 0;
+		q.gid = 0;
+		q.flags = HELPER_SHARE_READONLY;
+		assert_int_equal(request(&q, fds, 1, &reply), 0);
+		assert_int_equal(n_spawn, 2);
+		assert_int_equal(last_spec.uid, 0);
+		assert_true(last_spec.readonly);
+		n_spawn = 1;
+		set_path(&q, share);
+	}
+
 	/* Another owner than the share's: refused by the walk, nothing started. */
 	q.uid = 1000;
 	q.gid = 1000;
@@ -931,8 +956,9 @@ static void test_share_serve(void **unused)
 }
 
 /* A child that names itself comm and runs as uid until killed, in a process group of its own
- * unless own_group is false (then in the test's, which the helper thread shares). */
-static pid_t victim(const char *comm, uid_t uid, bool own_group)
+ * unless own_group is false (then in the test's, which the helper thread shares), and in a user
+ * namespace of its own when userns (as virtiofs_spawn() starts virtiofsd). */
+static pid_t victim(const char *comm, uid_t uid, bool own_group, bool userns)
 {
 	int p[2];
 	char c;
@@ -946,6 +972,8 @@ static pid_t victim(const char *comm, uid_t uid, bool own_group)
 			(void)setpgid(0, 0);
 		(void)prctl(PR_SET_NAME, comm, 0, 0, 0);
 		if (uid != 0 && (setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0))
+			_exit(1);
+		if (userns && unshare(CLONE_NEWUSER) < 0)
 			_exit(1);
 		(void)!write(p[1], "r", 1);
 		for (;;)
@@ -970,20 +998,20 @@ static void test_share_stop(void **unused)
 
 	(void)unused;
 	/* Not named virtiofsd. */
-	a = victim("sleeper", NOBODY, true);
+	a = victim("sleeper", NOBODY, true, true);
 	q.pid = a;
 	q.start = virtiofs_proc_start_time(a);
 	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
 	fprintf(stderr, "  SHARE_STOP of a sleeper: %s\n", reply.message);
-	/* Named virtiofsd, but root's. */
-	b = victim("virtiofsd", 0, true);
+	/* Named virtiofsd, but in the host's user namespace, as no virtiofsd the helper starts. */
+	b = victim("virtiofsd", NOBODY, true, false);
 	q.pid = b;
 	q.start = virtiofs_proc_start_time(b);
 	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
-	fprintf(stderr, "  SHARE_STOP of root's virtiofsd: %s\n", reply.message);
+	fprintf(stderr, "  SHARE_STOP of a virtiofsd in the host's namespace: %s\n", reply.message);
 	/* Named virtiofsd, someone else's, but in the helper's own process group: killing the
 	 * group would kill the helper (and here the test and make). */
-	c = victim("virtiofsd", NOBODY, false);
+	c = victim("virtiofsd", NOBODY, false, true);
 	q.pid = c;
 	q.start = virtiofs_proc_start_time(c);
 	assert_int_equal(request(&q, NULL, 0, &reply), -EPERM);
@@ -994,7 +1022,7 @@ static void test_share_stop(void **unused)
 	assert_true(alive(c));
 	/* Named virtiofsd, someone else's, a group of its own, but another start time: the pid
 	 * may have been reused. */
-	d = victim("virtiofsd", NOBODY, true);
+	d = victim("virtiofsd", NOBODY, true, true);
 	q.pid = d;
 	q.start = virtiofs_proc_start_time(d) + 1;
 	assert_int_equal(request(&q, NULL, 0, &reply), -ESRCH);
@@ -1063,7 +1091,7 @@ static void test_binary(void **unused)
 		fprintf(f, "#!/bin/sh\n");
 		if (access("/usr/bin/setpriv", X_OK) == 0)
 			fprintf(f, "exec setpriv --bounding-set -all,+sys_admin,+dac_read_search,"
-			           "+setuid,+setgid,+kill --inh-caps -all -- ");
+			           "+setuid,+setgid,+setfcap,+kill --inh-caps -all -- ");
 		else
 			fprintf(f, "exec ");
 		fprintf(f, "'%s/slated-helper' \"$@\"\n", TEST_BUILDDIR);
@@ -1122,6 +1150,22 @@ static void test_binary(void **unused)
 			(void)usleep(20000);
 		assert_int_equal(kill(pid, 0), -1);
 		assert_int_equal(helper_share_stop(h, pid, start), -ESRCH);
+	}
+	/* Root's share, read-only: mapping root into virtiofsd's namespace needs CAP_SETFCAP. */
+	{
+		_cleanup_close_ int lfd = make_fd(FD_LISTEN_UNIX);
+		char rootshare[PATH_MAX + 16];
+
+		(void)snprintf(rootshare, sizeof(rootshare), "%s/rootshare", base);
+		assert_true(mkdir(rootshare, 0755) == 0 || errno == EEXIST);
+		assert_int_equal(helper_share_serve(h, rootshare, 0, 0, false, lfd, -1, &pid,
+		                                    &start, why, sizeof(why)),
+		                 -EPERM);
+		assert_int_equal(helper_share_serve(h, rootshare, 0, 0, true, lfd, -1, &pid, &start,
+		                                    why, sizeof(why)),
+		                 0);
+		fprintf(stderr, "  virtiofsd %d serves root's %s read-only\n", (int)pid, rootshare);
+		assert_int_equal(helper_share_stop(h, pid, start), 0);
 	}
 }
 

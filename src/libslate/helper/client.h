@@ -61,8 +61,8 @@ void helper_storage_privops(struct helper *h, struct storage_privops *ret);
 
 /*
  * SHARE_SERVE: the helper opens the share at path (absolute; no symlink on the way; owned by
- * uid: vm/virtiofs.h virtiofs_share_open) and starts virtiofsd on it as uid:gid (uid and gid
- * not 0), serving the listening AF_UNIX stream socket listen_fd, with its stderr on log_fd
+ * uid: vm/virtiofs.h virtiofs_share_open) and starts virtiofsd on it as uid:gid (root's share:
+ * read-only only; gid 0: root's only), serving the listening AF_UNIX stream socket listen_fd, with its stderr on log_fd
  * (a regular file or pipe open for writing; -1: none). readonly: a read-only share. Returns 0
  * with virtiofsd's pid and start time (for helper_share_stop), or -errno with the reason in err.
  */

@@ -123,12 +123,18 @@ static int check_share_serve(const struct helper_request *q, const struct helper
 		return refuse(-EINVAL, why, len,
 		              "SHARE_SERVE: the log fd must be a regular file or a pipe open for "
 		              "writing");
-	if (q->uid == 0 || q->uid == (uint32_t)-1)
-		return refuse(-EPERM, why, len, "SHARE_SERVE: uid %d may not own a share",
-		              (int)q->uid);
-	if (q->gid == 0 || q->gid == (uint32_t)-1)
-		return refuse(-EPERM, why, len, "SHARE_SERVE: gid %d may not serve a share",
-		              (int)q->gid);
+	if (q->uid == (uint32_t)-1 || q->gid == (uint32_t)-1)
+		return refuse(-EPERM, why, len, "SHARE_SERVE: uid and gid -1 serve no share");
+	/*
+	 * A share root owns is served read-only: writable, it would give whoever holds the socket
+	 * root's write access to that tree, past slated's read-only view of the system
+	 * (ProtectSystem=strict). gid 0 goes with uid 0 only.
+	 */
+	if (q->uid == 0 && !(q->flags & HELPER_SHARE_READONLY))
+		return refuse(-EPERM, why, len,
+		              "SHARE_SERVE: uid 0 may own only a read-only share");
+	if (q->gid == 0 && q->uid != 0)
+		return refuse(-EPERM, why, len, "SHARE_SERVE: gid 0 serves only root's share");
 	if (path_below(q->path, state_dir))
 		return refuse(-EPERM, why, len, "SHARE_SERVE: %s is slated's own state (%s)",
 		              q->path, state_dir);

@@ -85,8 +85,9 @@ const char *helper_op_name(unsigned op);
  * Checks a request of len bytes as received, with n_fds fds described by fds, against the
  * helper's state directory state_dir (absolute, canonical). Returns 0 when it may be acted
  * upon, else -EINVAL (malformed: size, magic, version, op, string, path, flags, fields the op
- * does not use, fds) or -EPERM (well-formed but not allowed: another state directory, uid or
- * gid 0, a share inside the state directory, pid 1), with the reason in why.
+ * does not use, fds) or -EPERM (well-formed but not allowed: another state directory, a share
+ * of root's that is not read-only, gid 0 for another owner, a share inside the state
+ * directory, pid 1), with the reason in why.
  */
 int helper_request_check(const void *msg, size_t len, const struct helper_fd_info *fds,
                          size_t n_fds, const char *state_dir, char *why, size_t why_len);

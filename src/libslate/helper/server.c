@@ -143,41 +143,48 @@ static void do_share_serve(const struct helper_server *s, const struct helper_re
 	          (unsigned)q->uid, (unsigned)q->gid, spec.readonly ? ", read-only" : "");
 }
 
-/*
- * Reads the comm and real uid of pid from /proc. Returns 0, or -ESRCH when it is gone.
- */
-static int proc_comm_uid(pid_t pid, char *comm, size_t len, uid_t *ret_uid)
+/* Reads the comm of pid from /proc. Returns 0, or -ESRCH when it is gone. */
+static int proc_comm(pid_t pid, char *comm, size_t len)
 {
-	char path[64], line[256];
-	_cleanup_fclose_ FILE *f = NULL;
-	bool have_name = false, have_uid = false;
-	unsigned long uid;
+	char path[64];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
 
-	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	(void)snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (strneq(line, "Name:\t", 6)) {
-			size_t n = strcspn(line + 6, "\n");
+	n = read(fd, comm, len - 1);
+	if (n <= 0)
+		return -ESRCH;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	return 0;
+}
 
-			n = n < len - 1 ? n : len - 1;
-			memcpy(comm, line + 6, n);
-			comm[n] = '\0';
-			have_name = true;
-		} else if (strneq(line, "Uid:\t", 5) && sscanf(line + 5, "%lu", &uid) == 1) {
-			*ret_uid = (uid_t)uid;
-			have_uid = true;
-		}
-	}
-	return have_name && have_uid ? 0 : -ESRCH;
+/* Whether pid runs in another user namespace than this process: virtiofs_spawn() always starts
+ * virtiofsd in one of its own. Readable here: the helper (root) owns those namespaces. */
+static int proc_other_userns(pid_t pid)
+{
+	char path[64], theirs[64], ours[64];
+	ssize_t a, b;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	a = readlink(path, theirs, sizeof(theirs) - 1);
+	if (a < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	b = readlink("/proc/self/ns/user", ours, sizeof(ours) - 1);
+	if (b < 0)
+		return -errno;
+	theirs[a] = ours[b] = '\0';
+	return !streq(theirs, ours);
 }
 
 /*
  * SHARE_STOP kills only what SHARE_SERVE starts: a process named after the virtiofsd binary
- * (its comm, as exec made it), running as someone other than root, in a process group other
- * than the helper's (virtiofs_kill() kills the group), at the given start time.
- * The helper has CAP_KILL; slated has not, and must not get a way to kill anyone through it.
+ * (its comm, as exec made it), in a user namespace of its own, in a process group other than
+ * the helper's (virtiofs_kill() kills the group), at the given start time. The helper has
+ * CAP_KILL; slated has not, and must not get a way to kill anyone through it.
  */
 static void do_share_stop(const struct helper_server *s, const struct helper_request *q,
                           struct helper_reply *reply)
@@ -185,20 +192,21 @@ static void do_share_stop(const struct helper_server *s, const struct helper_req
 	const char *bin = s->virtiofsd ? s->virtiofsd : VIRTIOFSD_DEFAULT;
 	const char *base = strrchr(bin, '/') ? strrchr(bin, '/') + 1 : bin;
 	char comm[64] = "", want[16];
-	uid_t uid = 0;
 	int r;
 
 	/* The kernel keeps 15 bytes of the name. */
 	memcpy(want, base, strnlen(base, sizeof(want) - 1));
 	want[strnlen(base, sizeof(want) - 1)] = '\0';
-	r = proc_comm_uid((pid_t)q->pid, comm, sizeof(comm), &uid);
+	r = proc_comm((pid_t)q->pid, comm, sizeof(comm));
+	if (r >= 0)
+		r = proc_other_userns((pid_t)q->pid);
 	if (r < 0)
 		return reply_set(reply, r, "process %d: %s", (int)q->pid,
 		                 r == -ESRCH ? "gone" : strerror(-r));
-	if (!streq(comm, want) || uid == 0)
+	if (!streq(comm, want) || r == 0)
 		return reply_set(reply, -EPERM,
-		                 "process %d (%s, uid %u) is not a virtiofsd this helper started",
-		                 (int)q->pid, comm, (unsigned)uid);
+		                 "process %d (%s%s) is not a virtiofsd this helper started",
+		                 (int)q->pid, comm, r == 0 ? ", in the host's user namespace" : "");
 	/* virtiofs_kill() kills the process group (virtiofsd and its sandbox): never ours. */
 	if (getpgid((pid_t)q->pid) == getpgid(0))
 		return reply_set(reply, -EPERM, "process %d is in the helper's own process group",
