@@ -258,8 +258,9 @@ static struct helper *start_helper(const struct options *o)
 	} else {
 		canon = realpath(o->state_dir, NULL);
 		r = canon ? helper_find_binary(&bin) : -errno;
+		/* SLATE_VIRTIOFSD: the virtiofsd tests run, as api/vm.c has it. */
 		if (r >= 0)
-			r = helper_spawn(bin, canon, o->log_level, &h);
+			r = helper_spawn(bin, canon, o->log_level, getenv("SLATE_VIRTIOFSD"), &h);
 		if (r == -ENOENT && canon)
 			(void)snprintf(helper_why, sizeof(helper_why),
 			               "no slated-helper beside slated or in %s",

@@ -1097,7 +1097,7 @@ static void test_binary(void **unused)
 		fprintf(f, "'%s/slated-helper' \"$@\"\n", TEST_BUILDDIR);
 	}
 	assert_int_equal(chmod(wrapper, 0700), 0);
-	assert_int_equal(helper_spawn(wrapper, state, "debug", &h), 0);
+	assert_int_equal(helper_spawn(wrapper, state, "debug", NULL, &h), 0);
 	fprintf(stderr, "  %s\n", helper_describe(h));
 	/* Another state directory is refused, with the helper's message. */
 	assert_int_equal(helper_pool_mount(h, "/var/lib/slate", &err), -EPERM);

@@ -116,8 +116,11 @@ const char *helper_describe(const struct helper *h)
 }
 
 int helper_spawn(const char *binary, const char *state_dir, const char *log_level,
-                 struct helper **ret)
+                 const char *virtiofsd, struct helper **ret)
 {
+	const char *argv[10];
+	size_t n = 0;
+
 	_cleanup_(helper_freep) struct helper *h = NULL;
 	int sv[2];
 	pid_t pid;
@@ -127,6 +130,19 @@ int helper_spawn(const char *binary, const char *state_dir, const char *log_leve
 	h = helper_new();
 	if (!h)
 		return -ENOMEM;
+	argv[n++] = binary;
+	argv[n++] = "--state-dir";
+	argv[n++] = state_dir;
+	argv[n++] = "--fd=" STRINGIFY(HELPER_CHILD_FD);
+	if (log_level) {
+		argv[n++] = "--log-level";
+		argv[n++] = log_level;
+	}
+	if (virtiofsd) {
+		argv[n++] = "--virtiofsd";
+		argv[n++] = virtiofsd;
+	}
+	argv[n] = NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
 	pid = fork();
@@ -147,13 +163,7 @@ int helper_spawn(const char *binary, const char *state_dir, const char *log_leve
 		(void)setpgid(0, 0);
 		if (dup2(sv[1], HELPER_CHILD_FD) < 0)
 			_exit(127);
-		if (log_level)
-			execl(binary, binary, "--state-dir", state_dir,
-			      "--fd=" STRINGIFY(HELPER_CHILD_FD), "--log-level", log_level,
-			      (char *)NULL);
-		else
-			execl(binary, binary, "--state-dir", state_dir,
-			      "--fd=" STRINGIFY(HELPER_CHILD_FD), (char *)NULL);
+		(void)execv(binary, (char *const *)argv);
 		_exit(127);
 	}
 	(void)close(sv[1]);

@@ -29,10 +29,11 @@ int helper_find_binary(char **ret);
  * Starts binary (helper_find_binary) for the state directory state_dir (absolute, canonical)
  * over a socketpair: the helper serves this process alone and exits when the connection
  * closes (this process exiting included). The helper runs with this process's privileges, so
- * call it before giving any up. log_level (may be NULL) is passed on as --log-level.
+ * call it before giving any up. log_level and virtiofsd (the virtiofsd it runs for shares: an
+ * absolute path) may be NULL; they are passed on as --log-level and --virtiofsd.
  */
 int helper_spawn(const char *binary, const char *state_dir, const char *log_level,
-                 struct helper **ret);
+                 const char *virtiofsd, struct helper **ret);
 
 /*
  * Connects to a helper listening on the SOCK_SEQPACKET socket at path (slated-helper.socket
