@@ -16,6 +16,7 @@ man_gen = $(AM_V_GEN)$(MKDIR_P) $(@D) && \
 	-e "s|@sysconfdir[@]|$$(e '$(sysconfdir)')|g" \
 	-e "s|@localstatedir[@]|$$(e '$(localstatedir)')|g" \
 	-e "s|@pkgdatadir[@]|$$(e '$(pkgdatadir)')|g" \
+	-e "s|@pkglibexecdir[@]|$$(e '$(pkglibexecdir)')|g" \
 	-e "s|@runtimedir[@]|$$(e '$(slate_runtimedir)')|g" \
 	-e "s|@systemdsystemunitdir[@]|$$(e "$${units:-/lib/systemd/system}")|g" \
 	-e "s|@tmpfilesdir[@]|$$(e "$${tmpfiles:-/usr/lib/tmpfiles.d}")|g" \

@@ -7,23 +7,31 @@
 slate_runtimedir = /run/slate
 systemd_subst = $(SED) \
 	-e 's|@sbindir[@]|$(sbindir)|g' \
+	-e 's|@pkglibexecdir[@]|$(pkglibexecdir)|g' \
 	-e 's|@localstatedir[@]|$(localstatedir)|g' \
 	-e 's|@sysconfdir[@]|$(sysconfdir)|g' \
 	-e 's|@runtimedir[@]|$(slate_runtimedir)|g'
-systemd_generated = systemd/slated.service systemd/slated.socket systemd/tmpfiles.d/slate.conf
+systemd_generated = systemd/slated.service systemd/slated.socket systemd/tmpfiles.d/slate.conf \
+	systemd/slated-helper.service systemd/slated-helper.socket
 systemd/slated.service: $(srcdir)/systemd/slated.service.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(systemd_subst) $(srcdir)/systemd/slated.service.in >$@.tmp && mv $@.tmp $@
 systemd/slated.socket: $(srcdir)/systemd/slated.socket.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(systemd_subst) $(srcdir)/systemd/slated.socket.in >$@.tmp && mv $@.tmp $@
+systemd/slated-helper.service: $(srcdir)/systemd/slated-helper.service.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(systemd_subst) $(srcdir)/systemd/slated-helper.service.in >$@.tmp && mv $@.tmp $@
+systemd/slated-helper.socket: $(srcdir)/systemd/slated-helper.socket.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(systemd_subst) $(srcdir)/systemd/slated-helper.socket.in >$@.tmp && mv $@.tmp $@
 systemd/tmpfiles.d/slate.conf: $(srcdir)/systemd/tmpfiles.d/slate.conf.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && $(systemd_subst) $(srcdir)/systemd/tmpfiles.d/slate.conf.in >$@.tmp && mv $@.tmp $@
 CLEANFILES += $(systemd_generated)
-EXTRA_DIST += systemd/slated.service.in systemd/slated.socket.in systemd/tmpfiles.d/slate.conf.in
+EXTRA_DIST += systemd/slated.service.in systemd/slated.socket.in systemd/tmpfiles.d/slate.conf.in \
+	systemd/slated-helper.service.in systemd/slated-helper.socket.in
 # Built with the programs, so that the tests find them and install has nothing left to make.
 noinst_DATA = $(systemd_generated)
 
 if HAVE_SYSTEMDSYSTEMUNITDIR
-systemdsystemunit_DATA = systemd/slated.service systemd/slated.socket
+systemdsystemunit_DATA = systemd/slated.service systemd/slated.socket \
+	systemd/slated-helper.service systemd/slated-helper.socket
 endif
 if HAVE_TMPFILESDIR
 tmpfiles_DATA = systemd/tmpfiles.d/slate.conf
@@ -44,6 +52,7 @@ print-install-dirs:
 	@echo "bindir=$(bindir)"
 	@echo "sbindir=$(sbindir)"
 	@echo "libexecdir=$(libexecdir)"
+	@echo "pkglibexecdir=$(pkglibexecdir)"
 	@echo "pkgdatadir=$(pkgdatadir)"
 	@echo "mandir=$(mandir)"
 	@echo "systemdsystemunitdir=$(systemdsystemunitdir)"

@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "channel/channels.h"
+#include "helper/client.h"
 #include "image/postinstall.h"
 #include "image/store.h"
 #include "secrets/install.h"
@@ -50,6 +51,7 @@ struct options {
 	char *catalog_url;
 	char *core_dumps;
 	char *socket_group;
+	char *helper_socket;
 };
 
 static void usage(FILE *f)
@@ -65,6 +67,9 @@ static void usage(FILE *f)
 	        "                          when that group exists; else root only)\n"
 	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
 	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
+	        "      --helper-socket FILE  the socket of a slated-helper started separately\n"
+	        "                          (systemd: slated-helper.socket); default: start one\n"
+	        "                          of its own, from beside slated or from %s\n"
 	        "      --cleanup           serve nothing: unmount the state directory's storage\n"
 	        "                          pool and remove the runtime directory, when no\n"
 	        "                          slated and no domain uses them, and say what it did\n"
@@ -73,7 +78,7 @@ static void usage(FILE *f)
 	        "                          cannot, 2 when there is no usable /dev/kvm\n"
 	        "  -h, --help              this help\n"
 	        "  -V, --version           print the version\n",
-	        SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR);
+	        SLATE_SYSCONF_DIR, SLATE_STATE_DIR, SLATE_RUNTIME_DIR, SLATE_LIBEXEC_DIR);
 }
 
 /*
@@ -102,7 +107,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		OPT_LOG,
 		OPT_PROBE_KVM,
 		OPT_SOCKET_GROUP,
-		OPT_CLEANUP
+		OPT_CLEANUP,
+		OPT_HELPER_SOCKET
 	};
 	static const struct option longopts[] = {
 	        {"foreground", no_argument, NULL, 'f'},
@@ -114,6 +120,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	        {"probe-kvm", no_argument, NULL, OPT_PROBE_KVM},
 	        {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
 	        {"cleanup", no_argument, NULL, OPT_CLEANUP},
+	        {"helper-socket", required_argument, NULL, OPT_HELPER_SOCKET},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
@@ -150,6 +157,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_CLEANUP:
 			o->cleanup = true;
+			break;
+		case OPT_HELPER_SOCKET:
+			free(o->helper_socket);
+			o->helper_socket = strdup(optarg);
 			break;
 		case OPT_PROBE_KVM:
 			exit(probe_kvm());
@@ -211,12 +222,72 @@ static int apply_config(struct options *o)
 }
 
 /*
+ * The pool's privileged steps, as slated-helper does them (helper/client.h), or, when no helper
+ * could be started, a refusal that says why: slated does not mount anything itself (under
+ * systemd it could not: it has no loop devices, and its mounts stay in its own namespace).
+ */
+static struct storage_privops privops;
+static char helper_why[512];
+
+static int no_helper(void *userdata, const char *state_path, char **err)
+{
+	if (err && !*err &&
+	    asprintf(err, "the storage pool of %s needs slated-helper, and there is none: %s",
+	             state_path, (const char *)userdata) < 0)
+		*err = NULL;
+	return -ENOTCONN;
+}
+
+/*
+ * Connects to the helper --helper-socket names (systemd's slated-helper.socket), or starts one
+ * for the state directory over a socketpair: before anything else, while slated still has the
+ * privileges the helper needs. Returns NULL when there is none (helper_why says why); privops
+ * is set either way.
+ */
+static struct helper *start_helper(const struct options *o)
+{
+	_cleanup_free_ char *canon = NULL, *bin = NULL;
+	struct helper *h = NULL;
+	int r;
+
+	if (o->helper_socket) {
+		r = helper_connect(o->helper_socket, &h);
+		if (r < 0)
+			(void)snprintf(helper_why, sizeof(helper_why), "cannot connect to %s: %s",
+			               o->helper_socket, slate_strerror(r));
+	} else {
+		canon = realpath(o->state_dir, NULL);
+		r = canon ? helper_find_binary(&bin) : -errno;
+		/* SLATE_VIRTIOFSD: the virtiofsd tests run, as api/vm.c has it. */
+		if (r >= 0)
+			r = helper_spawn(bin, canon, o->log_level, getenv("SLATE_VIRTIOFSD"), &h);
+		if (r == -ENOENT && canon)
+			(void)snprintf(helper_why, sizeof(helper_why),
+			               "no slated-helper beside slated or in %s",
+			               SLATE_LIBEXEC_DIR);
+		else if (r < 0)
+			(void)snprintf(helper_why, sizeof(helper_why), "cannot start %s: %s",
+			               bin ? bin : "slated-helper", slate_strerror(r));
+	}
+	if (!h) {
+		log_error("%s; the storage pool cannot be mounted and shares cannot be served",
+		          helper_why);
+		privops = (struct storage_privops){
+		        .pool_mount = no_helper, .pool_unmount = no_helper, .userdata = helper_why};
+		return NULL;
+	}
+	log_debug("privileged acts go to %s", helper_describe(h));
+	helper_storage_privops(h, &privops);
+	return h;
+}
+
+/*
  * Opens workspace storage. A storage that cannot be opened (no loop devices, say) does not stop
  * the daemon: `slate doctor` and the workspace verbs then say why. Bad settings do.
  */
 static int open_storage(const struct options *o, int state_fd, struct daemon_ctx *ctx)
 {
-	struct storage_config cfg = {.mode = STORAGE_MODE_AUTO};
+	struct storage_config cfg = {.mode = STORAGE_MODE_AUTO, .privops = &privops};
 	static char why[512];
 	int r;
 
@@ -444,7 +515,7 @@ static int release_pool(int state_fd, const char *state_dir, const char *uri, ch
 		        n == 1 ? "s" : "");
 		return -EBUSY;
 	}
-	r = storage_pool_unmount(state_fd, canon, &why);
+	r = storage_pool_unmount(state_fd, canon, &privops, &why);
 	if (r == -EBUSY)
 		(void)snprintf(msg, len,
 		               "the storage pool %s stays mounted: something has files open in it "
@@ -533,6 +604,7 @@ static int cleanup_runtime_dir(const char *dir, const char *uri, char *msg, size
  */
 static int run_cleanup(const struct options *o)
 {
+	_cleanup_(helper_freep) struct helper *helper = NULL;
 	_cleanup_close_ int state_fd = -1, lock_fd = -1;
 	char msg[1024];
 	int r, status = EXIT_SUCCESS;
@@ -553,6 +625,9 @@ static int run_cleanup(const struct options *o)
 		if (r < 0)
 			return log_error_errno(r, "cannot lock %s/slated.lock", o->state_dir),
 			       EXIT_FAILURE;
+		/* Only a mounted pool needs the helper. */
+		if (pool_mounted(state_fd))
+			helper = start_helper(o);
 		r = release_pool(state_fd, o->state_dir, o->libvirt_uri, msg, sizeof(msg));
 	} else {
 		r = 0;
@@ -577,6 +652,7 @@ int main(int argc, char **argv)
 {
 	struct options o = {0};
 	_cleanup_(api_server_stopp) struct api_server *server = NULL;
+	struct helper *helper = NULL;
 	_cleanup_close_ int state_fd = -1, lock_fd = -1;
 	int notify_fd = -1, listen_fd = -1, r, sig;
 	struct daemon_ctx ctx = {0};
@@ -645,6 +721,8 @@ int main(int argc, char **argv)
 	}
 	if (r < 0)
 		return log_error_errno(r, "cannot lock %s/slated.lock", o.state_dir), EXIT_FAILURE;
+	/* The helper first: it gets this process's privileges, untouched by what follows. */
+	helper = start_helper(&o);
 	/* Only now: a slated refused above must leave nothing behind. */
 	r = fs_mkdir_p(o.runtime_dir, 0755);
 	if (r < 0)
@@ -701,7 +779,9 @@ int main(int argc, char **argv)
 	        .started = time(NULL),
 	        .trusted_keys = o.trusted_keys ? o.trusted_keys : SLATE_SYSCONF_DIR "/trusted-keys",
 	        .channel = o.channel ? o.channel : "stable",
-	        .catalog_url = o.catalog_url};
+	        .catalog_url = o.catalog_url,
+	        .helper = helper,
+	        .helper_error = helper ? NULL : helper_why};
 	/* The guest channels, then domain events, the KVM probe, and domains that kept running
 	 * while slated was away (their channels are connected again). */
 	r = channels_new(&ctx.channels);
@@ -786,6 +866,7 @@ int main(int argc, char **argv)
 		else
 			log_info("%s", pool_msg);
 	}
+	helper_free(helper);
 	free(o.state_dir);
 	free(o.runtime_dir);
 	free(o.libvirt_uri);
@@ -797,5 +878,6 @@ int main(int argc, char **argv)
 	free(o.catalog_url);
 	free(o.core_dumps);
 	free(o.socket_group);
+	free(o.helper_socket);
 	return EXIT_SUCCESS;
 }

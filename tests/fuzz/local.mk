@@ -92,3 +92,20 @@ tests_unit_test_fuzz_corpus_subst_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-
 tests_unit_test_fuzz_corpus_subst_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-subst\"
 tests_unit_test_fuzz_corpus_subst_LDADD = $(LIBSLATE_LIBS)
+# slated-helper's request check (helper/proto.c): whatever it lets through is what the helper's
+# actions may rely on.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-helper-request
+tests_fuzz_fuzz_helper_request_SOURCES = tests/fuzz/fuzz-helper-request.c \
+	src/libslate/helper/proto.c
+tests_fuzz_fuzz_helper_request_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_helper_request_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_helper_request_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-helper-request
+check_PROGRAMS += tests/unit/test-fuzz-corpus-helper-request
+tests_unit_test_fuzz_corpus_helper_request_SOURCES = tests/fuzz/replay.c \
+	tests/fuzz/fuzz-helper-request.c
+tests_unit_test_fuzz_corpus_helper_request_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-helper-request\"
+tests_unit_test_fuzz_corpus_helper_request_LDADD = $(LIBSLATE_LIBS)

@@ -14,6 +14,7 @@ struct workspace_store;
 struct vm_events;
 struct channels;
 struct install;
+struct helper;
 
 struct daemon_ctx {
 	const char *state_dir;
@@ -33,6 +34,10 @@ struct daemon_ctx {
 	struct install *install;     /* master key, salt (secrets/install.h); NULL if unusable */
 	void *agent;                 /* the SSH agent service's state (api/sshkey.c) */
 	void *proxy;                 /* the egress proxy service's state (api/egress.c) */
+	/* slated-helper, which mounts the pool and starts virtiofsd for shares
+	 * (helper/client.h); NULL when none could be started (helper_error says why). */
+	struct helper *helper;
+	const char *helper_error;
 };
 
 /* Returns the route table (static) and its length in *ret_n. */

@@ -170,11 +170,17 @@ fail:
 	return r;
 }
 
-static int pool_mount(int state_fd, const char *state_path, char **err)
+/*
+ * Attaches pool.img and mounts it on <state>/pool. The mount point is named by an O_PATH fd
+ * opened without following a symlink (through /proc/self/fd), so a <state>/pool swapped for a
+ * symlink between the check and the mount cannot send the mount elsewhere.
+ */
+static int pool_attach_and_mount(int state_fd, const char *state_path, char **err)
 {
 	_cleanup_free_ char *img_path = NULL, *mnt_path = NULL, *dev = NULL;
-	_cleanup_close_ int img = -1, loop = -1;
+	_cleanup_close_ int img = -1, loop = -1, mnt = -1;
 	const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	char target[sizeof("/proc/self/fd/") + 3 * sizeof(int)];
 	struct stat st;
 	int r;
 
@@ -190,6 +196,10 @@ static int pool_mount(int state_fd, const char *state_path, char **err)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return storage_fail(err, -EINVAL, "%s is not a regular file", img_path);
+	mnt = openat(state_fd, POOL_MOUNT, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mnt < 0)
+		return storage_fail(err, -errno, "cannot open %s: %s", mnt_path, strerror(errno));
+	(void)snprintf(target, sizeof(target), "/proc/self/fd/%d", mnt);
 
 	/* btrfs uses 4 KiB sectors: a 4 KiB loop device lets direct I/O through to the file. */
 	r = loop_attach(img, img_path, 4096, &loop, &dev);
@@ -202,29 +212,88 @@ static int pool_mount(int state_fd, const char *state_path, char **err)
 		        img_path);
 	if (r == -EPERM || r == -EACCES)
 		return storage_fail(err, r,
-		                    "cannot attach %s to a loop device: %s (slated needs "
+		                    "cannot attach %s to a loop device: %s (this needs "
 		                    "CAP_SYS_ADMIN; in a container, set storage = qcow2)",
 		                    img_path, strerror(-r));
 	if (r < 0)
 		return storage_fail(err, r, "cannot attach %s to a loop device: %s", img_path,
 		                    strerror(-r));
 
-	/* Freed blocks are punched out of pool.img, so the host gets its space back. */
-	if (mount(dev, mnt_path, "btrfs", flags, "discard=async") < 0) {
-		if (errno != EINVAL || mount(dev, mnt_path, "btrfs", flags, NULL) < 0)
-			return storage_fail(err, -errno, "cannot mount %s (%s) on %s: %s", dev,
-			                    img_path, mnt_path, strerror(errno));
+	/*
+	 * Freed blocks are punched out of pool.img, so the host gets its space back (discard).
+	 * user_subvol_rm_allowed: slated deletes workspace subvolumes without CAP_SYS_ADMIN (it
+	 * has CAP_DAC_OVERRIDE, which the kernel's permission check on the subvolume then wants).
+	 */
+	if (mount(dev, target, "btrfs", flags, "discard=async,user_subvol_rm_allowed") < 0) {
+		if (errno != EINVAL ||
+		    mount(dev, target, "btrfs", flags, "user_subvol_rm_allowed") < 0)
+			return storage_fail(err, -errno, "cannot mount %s (%s) on %s: %s%s", dev,
+			                    img_path, mnt_path, strerror(errno),
+			                    errno == EPERM ? " (this needs CAP_SYS_ADMIN)" : "");
 	}
 	/* From here on the mount holds the loop device; autoclear detaches it at unmount. */
 	log_debug("mounted %s (%s) on %s", dev, img_path, mnt_path);
 	return 0;
 }
 
-int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
-              enum pool_how *ret_how, char **err)
+int pool_mount_here(int state_fd, const char *state_path, char **err)
+{
+	int r;
+
+	if (state_fd < 0 || !state_path || state_path[0] != '/')
+		return -EINVAL;
+	r = pool_is_mounted(state_fd);
+	if (r < 0)
+		return storage_fail(err, r, "cannot inspect %s/%s: %s", state_path, POOL_MOUNT,
+		                    strerror(-r));
+	if (r > 0) {
+		r = check_mounted_pool(state_fd, state_path, err);
+		return r < 0 ? r : 0;
+	}
+	r = pool_attach_and_mount(state_fd, state_path, err);
+	return r < 0 ? r : 1;
+}
+
+int pool_unmount_here(int state_fd, const char *state_path, char **err)
+{
+	_cleanup_free_ char *mnt_path = NULL;
+	int r;
+
+	if (state_fd < 0 || !state_path || state_path[0] != '/')
+		return -EINVAL;
+	mnt_path = fs_path_join(state_path, POOL_MOUNT);
+	if (!mnt_path)
+		return -ENOMEM;
+	r = pool_is_mounted(state_fd);
+	if (r == -ENOENT)
+		return 0;
+	if (r <= 0)
+		return r;
+	r = check_mounted_pool(state_fd, state_path, err);
+	if (r < 0)
+		return r;
+	if (umount2(mnt_path, UMOUNT_NOFOLLOW) < 0)
+		return storage_fail(err, -errno, "cannot unmount %s: %s", mnt_path,
+		                    strerror(errno));
+	log_debug("unmounted the pool %s", mnt_path);
+	return 1;
+}
+
+/* The privileged step, done by this process or by whoever privops names. */
+static int do_mount(const struct storage_privops *privops, int state_fd, const char *state_path,
+                    char **err)
+{
+	if (privops && privops->pool_mount)
+		return privops->pool_mount(privops->userdata, state_path, err);
+	return pool_mount_here(state_fd, state_path, err);
+}
+
+int pool_open(int state_fd, const char *state_path, uint64_t size,
+              const struct storage_privops *privops, int *ret_fd, enum pool_how *ret_how,
+              char **err)
 {
 	_cleanup_close_ int lock = -1, fd = -1;
-	enum pool_how how;
+	bool created = false;
 	struct statfs sfs;
 	struct stat st;
 	int r;
@@ -250,31 +319,23 @@ int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
 		return storage_fail(err, -ENOTDIR, "%s/%s is not a directory", state_path,
 		                    POOL_MOUNT);
 
+	/* Making pool.img needs no privilege (mkfs.btrfs on a file); only the mount does. */
 	r = pool_is_mounted(state_fd);
 	if (r < 0)
 		return storage_fail(err, r, "cannot inspect %s/%s: %s", state_path, POOL_MOUNT,
 		                    strerror(-r));
-	if (r > 0) {
-		r = check_mounted_pool(state_fd, state_path, err);
-		if (r < 0)
-			return r;
-		how = POOL_REUSED;
-	} else {
-		if (fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			how = POOL_ATTACHED;
-		} else if (errno == ENOENT) {
-			r = pool_create(state_fd, state_path, size, err);
-			if (r < 0)
-				return r;
-			how = POOL_CREATED;
-		} else {
+	if (r == 0 && fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
 			return storage_fail(err, -errno, "cannot inspect %s/%s: %s", state_path,
 			                    POOL_IMAGE, strerror(errno));
-		}
-		r = pool_mount(state_fd, state_path, err);
+		r = pool_create(state_fd, state_path, size, err);
 		if (r < 0)
 			return r;
+		created = true;
 	}
+	r = do_mount(privops, state_fd, state_path, err);
+	if (r < 0)
+		return r;
 
 	fd = openat(state_fd, POOL_MOUNT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -290,19 +351,16 @@ int pool_open(int state_fd, const char *state_path, uint64_t size, int *ret_fd,
 		return -errno;
 	*ret_fd = TAKE_FD(fd);
 	if (ret_how)
-		*ret_how = how;
+		*ret_how = created ? POOL_CREATED : r > 0 ? POOL_ATTACHED : POOL_REUSED;
 	return 0;
 }
 
-int pool_unmount(int state_fd, const char *state_path, char **err)
+int pool_unmount(int state_fd, const char *state_path, const struct storage_privops *privops,
+                 char **err)
 {
-	_cleanup_free_ char *mnt_path = NULL;
 	_cleanup_close_ int lock = -1;
 	int r;
 
-	mnt_path = fs_path_join(state_path, POOL_MOUNT);
-	if (!mnt_path)
-		return -ENOMEM;
 	/* Not while another slated (or a test) is mounting it. */
 	lock = openat(state_fd, POOL_LOCK, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 	if (lock < 0)
@@ -315,12 +373,7 @@ int pool_unmount(int state_fd, const char *state_path, char **err)
 		return 0;
 	if (r <= 0)
 		return r;
-	r = check_mounted_pool(state_fd, state_path, err);
-	if (r < 0)
-		return r;
-	if (umount2(mnt_path, UMOUNT_NOFOLLOW) < 0)
-		return storage_fail(err, -errno, "cannot unmount %s: %s", mnt_path,
-		                    strerror(errno));
-	log_debug("unmounted the pool %s", mnt_path);
-	return 1;
+	if (privops && privops->pool_unmount)
+		return privops->pool_unmount(privops->userdata, state_path, err);
+	return pool_unmount_here(state_fd, state_path, err);
 }

@@ -65,9 +65,10 @@ void storage_close(struct storage *s)
 	free(s);
 }
 
-int storage_pool_unmount(int state_dirfd, const char *state_dir, char **ret_error)
+int storage_pool_unmount(int state_dirfd, const char *state_dir,
+                         const struct storage_privops *privops, char **ret_error)
 {
-	return pool_unmount(state_dirfd, state_dir, ret_error);
+	return pool_unmount(state_dirfd, state_dir, privops, ret_error);
 }
 
 static bool name_ok(const char *name)
@@ -181,7 +182,8 @@ static int do_open(int state_dirfd, const char *state_dir, const struct storage_
 	s->kind = (enum storage_kind)kind;
 
 	if (s->kind == STORAGE_POOL) {
-		r = pool_open(s->state_fd, s->state_path, cfg->pool_size, &root_fd, &how, err);
+		r = pool_open(s->state_fd, s->state_path, cfg->pool_size, cfg->privops, &root_fd,
+		              &how, err);
 		if (r < 0)
 			return r;
 		s->root_path = fs_path_join(s->state_path, POOL_MOUNT);

@@ -39,10 +39,27 @@ enum storage_mode {
 	STORAGE_MODE_POOL,     /* force the loop pool even where reflinks work (tests) */
 };
 
+/*
+ * The pool's two privileged steps (loop device and mount(2), which need CAP_SYS_ADMIN and
+ * /dev/loop-control), when someone else does them: slated has slated-helper do them
+ * (helper/client.h), so that slated itself needs neither. Both are called with the pool's lock
+ * held. pool_mount returns 1 when it attached and mounted <state_path>/pool.img, 0 when the
+ * pool was mounted already (and checked), or -errno; pool_unmount returns 1 when it unmounted
+ * the pool, 0 when none was mounted, or -errno (-EBUSY: in use). Either may set *err (a
+ * malloc'ed message for the user) on failure.
+ */
+struct storage_privops {
+	int (*pool_mount)(void *userdata, const char *state_path, char **err);
+	int (*pool_unmount)(void *userdata, const char *state_path, char **err);
+	void *userdata;
+};
+
 struct storage_config {
 	enum storage_mode mode;
 	uint64_t
 	        pool_size; /* logical size of pool.img when it must be created; 0: default 64 GiB */
+	/* Who mounts and unmounts the pool; NULL: this process (tests, tools run as root). */
+	const struct storage_privops *privops;
 };
 
 struct storage;
@@ -68,13 +85,15 @@ int storage_open_err(int state_dirfd, const char *state_dir, const struct storag
                      struct storage **ret, char **ret_error);
 /*
  * Unmounts the loop-backed pool of the state directory state_dirfd (state_dir: absolute and
- * canonical) when it is mounted and nothing has files open in it. Callers make sure first that
+ * canonical) when it is mounted and nothing has files open in it, through privops (NULL: this
+ * process does it). Callers make sure first that
  * no domain uses it (vm_domains_using): QEMU may run in a mount namespace of libvirt's, where
  * its open files do not keep the host's mount busy. Returns 1 when it unmounted the pool, 0
  * when none was mounted, -EBUSY when something still uses it, or another error (*ret_error,
  * when non-NULL, gets a message then, as for storage_open_err()).
  */
-int storage_pool_unmount(int state_dirfd, const char *state_dir, char **ret_error);
+int storage_pool_unmount(int state_dirfd, const char *state_dir,
+                         const struct storage_privops *privops, char **ret_error);
 /* Closes fds. Never unmounts the pool (storage_pool_unmount() does). NULL is fine. */
 void storage_close(struct storage *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct storage *, storage_close);
