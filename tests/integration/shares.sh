@@ -46,6 +46,10 @@ chmod 0755 "$work" "$top"
 for d in rwl rwp/x rol rop/x; do echo "real-$d" >"$top/$d/marker"; done
 echo host-secret >"$top/target/marker"
 echo host-secret >"$top/target/x/marker"
+# The read-write shares are the test user's: a directory root owns is shared read-only only.
+chown "$owner" "$top/rwl" "$top/rwp/x" "$top/target" "$top/target/x"
+expect_fail 1 "a directory root owns can be shared read-only only" \
+    s create ${ws}r --share "$top/rol"
 # The owned share: the test user's (mode 0755): the guest's workspace user writes it because the
 # owner's files are the workspace user's in the guest.
 chown "$owner" "$top/owned"

@@ -25,6 +25,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
+#include "helper/client.h"
 #include "image/store.h"
 #include "storage/storage.h"
 #include "util/buf.h"
@@ -178,7 +179,6 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 	_cleanup_free_ char *sock = NULL, *pidfile = NULL;
 	_cleanup_close_ int dfd = -1, lfd = -1, logfd = -1;
 	char name[64], line[64];
-	struct virtiofs_spec spec;
 	uint64_t start = 0;
 	struct stat st;
 	pid_t pid = 0;
@@ -190,6 +190,8 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 	pidfile = fs_path_join(run_dir, name);
 	if (!sock || !pidfile)
 		return -ENOMEM;
+	/* slated's own walk first: the owner to ask for (records made before issue 19 have
+	 * none) and a clear error before anything starts; the helper walks it again. */
 	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err, errlen);
 	if (r < 0)
 		return r;
@@ -208,22 +210,23 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 		(void)close(logfd);
 		logfd = lf;
 	}
-	spec = (struct virtiofs_spec){.dir_fd = dfd,
-	                              .listen_fd = lfd,
-	                              .uid = st.st_uid,
-	                              .gid = owner_gid(st.st_uid, st.st_gid),
-	                              .guest_uid = VIRTIOFS_GUEST_UID,
-	                              .guest_gid = VIRTIOFS_GUEST_GID,
-	                              .readonly = sh->readonly,
-	                              .binary = getenv("SLATE_VIRTIOFSD"),
-	                              .log_fd = logfd};
-	r = virtiofs_spawn(&spec, &pid, &start, err, errlen);
+	/* slated-helper starts it (helper/client.h): it walks the path again in the host's mount
+	 * namespace and checks the owner, then runs virtiofsd as that owner. */
+	if (!d->helper)
+		return (void)snprintf(
+		               err, errlen,
+		               "share %s: shares are served through slated-helper, and there "
+		               "is none: %s",
+		               sh->host_dir, d->helper_error ? d->helper_error : "not started"),
+		       -ENOTCONN;
+	r = helper_share_serve(d->helper, sh->host_dir, st.st_uid, owner_gid(st.st_uid, st.st_gid),
+	                       sh->readonly, lfd, logfd, &pid, &start, err, errlen);
 	if (r < 0)
 		return r;
 	(void)snprintf(line, sizeof(line), "%d %llu\n", (int)pid, (unsigned long long)start);
 	r = fs_write_atomic_at(AT_FDCWD, pidfile, line, strlen(line), 0600);
 	if (r < 0) {
-		(void)virtiofs_kill(pid, start);
+		(void)helper_share_stop(d->helper, pid, start);
 		return (void)snprintf(err, errlen, "share %s: %s: %s", sh->host_dir, pidfile,
 		                      slate_strerror(r)),
 		       r;
@@ -255,8 +258,8 @@ static void shares_stop(const struct daemon_ctx *d, const char *name)
 			char line[64];
 			memcpy(line, buf_ptr(b), buf_len(b));
 			line[buf_len(b)] = '\0';
-			if (sscanf(line, "%d %llu", &pid, &start) == 2 &&
-			    virtiofs_kill(pid, start) == 0)
+			if (sscanf(line, "%d %llu", &pid, &start) == 2 && d->helper &&
+			    helper_share_stop(d->helper, pid, start) == 0)
 				log_ws(LOG_DEBUG, name, "stopped virtiofsd %d (%.*s)", pid,
 				       (int)(n - 7), de->d_name + 3);
 		}

@@ -326,6 +326,16 @@ static int parse_shares(const struct api_request *req, struct json_object *arr,
 			                       "share %s: only directories you own can be shared",
 			                       host),
 			       -EPERM;
+		/* slated-helper serves a directory root owns read-only only (doc/helper.md): say so
+		 * now rather than at every start. */
+		if (st.st_uid == 0 && !ro)
+			return api_reply_error(
+			               reply, 400, API_ERR_BAD_REQUEST,
+			               "share %s: a directory root owns can be shared "
+			               "read-only only (%s:ro); to share it read-write, give "
+			               "it to a user (chown)",
+			               host, host),
+			       -EINVAL;
 		out[i].host_dir = strdup(real);
 		out[i].uid = st.st_uid;
 		if (guest) {
