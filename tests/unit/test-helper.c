@@ -255,9 +255,16 @@ static int exchange(const void *msg, size_t len, const int *fds, size_t n_fds,
 		struct cmsghdr align;
 		char bytes[CMSG_SPACE(sizeof(int) * 16)];
 	} control;
-	struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+	/* A request longer than the struct (the "too long" cases) is sent from a buffer that has
+	 * the bytes: the struct, then zeros. */
+	static char buf[sizeof(struct helper_request) + 256];
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
+
+	assert_true(len <= sizeof(buf));
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, msg, len < sizeof(struct helper_request) ? len : sizeof(struct helper_request));
 
 	if (n_fds) {
 		struct cmsghdr *c;

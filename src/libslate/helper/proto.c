@@ -162,12 +162,16 @@ static int check_share_stop(const struct helper_request *q, size_t n_fds, char *
 int helper_request_check(const void *msg, size_t len, const struct helper_fd_info *fds,
                          size_t n_fds, const char *state_dir, char *why, size_t why_len)
 {
-	const struct helper_request *q = msg;
+	struct helper_request copy;
+	const struct helper_request *q = &copy;
 	const char *name;
 
 	if (!msg || len != sizeof(*q))
 		return refuse(-EINVAL, why, why_len, "a request is %zu bytes, not %zu", sizeof(*q),
 		              len);
+	/* The bytes may sit anywhere (a fuzzer's buffer, a message at an odd offset): the fields
+	 * are read from an aligned copy. */
+	memcpy(&copy, msg, sizeof(copy));
 	if (q->magic != HELPER_MAGIC)
 		return refuse(-EINVAL, why, why_len, "bad magic 0x%08x", q->magic);
 	if (q->version != HELPER_VERSION)
