@@ -11,6 +11,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -418,6 +419,39 @@ static void test_write_all(void **state)
 	assert_int_equal(fs_write_all(-1, "x", 0), 0);
 }
 
+/* The fds to keep stay open, every other one from 3 up closes; 0-2 are never touched. */
+static void test_close_fds_except(void **state)
+{
+	int fds[6], status = 0;
+	pid_t pid;
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		assert_true(fds[i] >= 3);
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* Unsorted, with a duplicate and a negative one. */
+		const int keep[] = {fds[4], fds[1], -1, fds[4], 1};
+		int bad = 0;
+
+		fs_close_fds_except(keep, ELEMENTSOF(keep), 1024);
+		for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+			bool open_now = fcntl(fds[i], F_GETFD) >= 0;
+			bad += open_now != (i == 1 || i == 4);
+		}
+		bad += fcntl(0, F_GETFD) < 0 || fcntl(1, F_GETFD) < 0 || fcntl(2, F_GETFD) < 0;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+		(void)close(fds[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +470,7 @@ int main(void)
 	                                        teardown_tmpdir),
 	        cmocka_unit_test(test_path_join),
 	        cmocka_unit_test(test_write_all),
+	        cmocka_unit_test(test_close_fds_except),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "storage/spawn.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -280,18 +281,6 @@ struct confine_plan {
 	const char *const *argv;
 };
 
-static void close_fds_but(int keep, int max_fd)
-{
-#ifdef SYS_close_range
-	if ((keep <= 3 || syscall(SYS_close_range, 3u, (unsigned)keep - 1, 0u) == 0) &&
-	    syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
-		return;
-#endif
-	for (int fd = 3; fd < max_fd; fd++)
-		if (fd != keep)
-			(void)close(fd);
-}
-
 /* The child: builds the root, enters it, drops every capability and runs the program. Reports
  * the step that failed on p->err_fd and exits 127. */
 _noreturn_ static void confine_exec(const struct confine_plan *p)
@@ -386,7 +375,7 @@ _noreturn_ static void confine_exec(const struct confine_plan *p)
 	if (dup2(p->null_fd, STDIN_FILENO) < 0 || dup2(p->out_fd, STDOUT_FILENO) < 0 ||
 	    dup2(p->out_fd, STDERR_FILENO) < 0)
 		goto fail;
-	close_fds_but(p->err_fd, p->max_fd);
+	fs_close_fds_except(&p->err_fd, 1, p->max_fd);
 	(void)sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	(void)execve(p->prog, (char *const *)p->argv, environ);

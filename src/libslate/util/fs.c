@@ -10,6 +10,8 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "util/error.h"
 #include "util/fs.h"
@@ -459,4 +461,42 @@ void fs_names_free(char **names, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
+}
+
+void fs_close_fds_except(const int *keep, size_t n, int max_fd)
+{
+	int k[8], nk = 0, from = 3;
+
+	/* The fds to keep, from 3 up, sorted (insertion: a handful at most). */
+	for (size_t i = 0; i < n && nk < (int)ELEMENTSOF(k); i++) {
+		int j = nk++;
+		if (keep[i] < 3) {
+			nk--;
+			continue;
+		}
+		while (j > 0 && k[j - 1] > keep[i]) {
+			k[j] = k[j - 1];
+			j--;
+		}
+		k[j] = keep[i];
+	}
+#ifdef SYS_close_range
+	{
+		bool ok = true;
+		/* The gaps between them, then everything above the last. */
+		for (int i = 0; i < nk && ok; from = k[i++] + 1)
+			if (k[i] > from)
+				ok = syscall(SYS_close_range, (unsigned)from, (unsigned)k[i] - 1,
+				             0u) == 0;
+		if (ok && syscall(SYS_close_range, (unsigned)from, ~0u, 0u) == 0)
+			return;
+	}
+#endif
+	for (int fd = 3; fd < max_fd; fd++) {
+		bool kept = false;
+		for (int i = 0; i < nk; i++)
+			kept = kept || k[i] == fd;
+		if (!kept)
+			(void)close(fd);
+	}
 }

@@ -44,6 +44,14 @@ char *fs_path_join(const char *a, const char *b);
 int fs_write_all(int fd, const void *p, size_t n);
 /* Sets or clears O_NONBLOCK. Returns 0 or -errno. */
 int fs_set_nonblock(int fd, bool on);
+
+/*
+ * In a child between fork and exec: closes every fd from 3 up except the n in keep (at most 8;
+ * negative ones are ignored), with close_range(2) where the kernel has it, else one by one below
+ * max_fd (which the parent reads before forking: sysconf is not async-signal-safe). Allocates
+ * nothing.
+ */
+void fs_close_fds_except(const int *keep, size_t n, int max_fd);
 /* Adds the search bit for others (o+x, g+x) to every directory from dir up to top (dir must be
  * top or below it; nothing above top is touched): QEMU, running as its own user, must reach
  * images under slated's state directory without being able to list it. 0, -EINVAL, -errno. */

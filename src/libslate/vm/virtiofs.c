@@ -325,17 +325,6 @@ _noreturn_ static void run_daemon(const struct virtiofs_spec *spec, int sync_rd,
 	die(status_fd, errno, bin);
 }
 
-static void close_other_fds(const int *keep, size_t n)
-{
-	for (int fd = 3; fd < 4096; fd++) {
-		bool k = false;
-		for (size_t i = 0; i < n; i++)
-			k = k || keep[i] == fd;
-		if (!k)
-			(void)close(fd);
-	}
-}
-
 /*
  * The middle process: forks the daemon, writes its user namespace maps, reports its pid (or the
  * reason it failed) on status_fd and exits, so the daemon is nobody's child but init's.
@@ -404,6 +393,7 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
                    size_t errlen)
 {
 	int status[2], keep[4], wstatus, e = 0, pid = 0;
+	long max_fd = sysconf(_SC_OPEN_MAX);
 	struct rlimit rl = {.rlim_cur = 65536, .rlim_max = 65536};
 	char buf[300];
 	pid_t mid;
@@ -427,7 +417,8 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
 		keep[1] = spec->listen_fd;
 		keep[2] = spec->log_fd;
 		keep[3] = status[1];
-		close_other_fds(keep, ELEMENTSOF(keep));
+		fs_close_fds_except(keep, ELEMENTSOF(keep),
+		                    max_fd > 0 && max_fd < 65536 ? (int)max_fd : 65536);
 		(void)signal(SIGPIPE, SIG_DFL);
 		/* virtiofsd may not raise its own limit in the namespace: room for many files. */
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
