@@ -168,6 +168,15 @@ static gid_t owner_gid(uid_t uid, gid_t dir_gid)
 	return dir_gid;
 }
 
+/* <run_dir>/fs-<tag><suffix>: a share's socket (".sock"), pid file (".pid") or log (".log"). */
+static char *share_path(const char *run_dir, const char *tag, const char *suffix)
+{
+	char name[64];
+
+	(void)snprintf(name, sizeof(name), "fs-%s%s", tag, suffix);
+	return fs_path_join(run_dir, name);
+}
+
 /*
  * Serves share i of w on its socket: checks the directory again (vm/virtiofs.h says how) and
  * starts its virtiofsd. expect_uid is the owner recorded at create.
@@ -176,20 +185,27 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
                        const struct workspace_share *sh, uid_t expect_uid, char **ret_socket,
                        char *err, size_t errlen)
 {
-	_cleanup_free_ char *sock = NULL, *pidfile = NULL;
+	_cleanup_free_ char *sock = share_path(run_dir, tag, ".sock"),
+	                    *pidfile = share_path(run_dir, tag, ".pid"),
+	                    *logfile = share_path(run_dir, tag, ".log");
 	_cleanup_close_ int dfd = -1, lfd = -1, logfd = -1;
-	char name[64], line[64];
+	char line[64];
 	uint64_t start = 0;
 	struct stat st;
 	pid_t pid = 0;
 	int r;
 
-	(void)snprintf(name, sizeof(name), "fs-%s.sock", tag);
-	sock = fs_path_join(run_dir, name);
-	(void)snprintf(name, sizeof(name), "fs-%s.pid", tag);
-	pidfile = fs_path_join(run_dir, name);
-	if (!sock || !pidfile)
+	if (!sock || !pidfile || !logfile)
 		return -ENOMEM;
+	/* slated-helper starts it (helper/client.h): it walks the path again in the host's mount
+	 * namespace and checks the owner, then runs virtiofsd as that owner. */
+	if (!d->helper)
+		return (void)snprintf(
+		               err, errlen,
+		               "share %s: shares are served through slated-helper, and there "
+		               "is none: %s",
+		               sh->host_dir, d->helper_error ? d->helper_error : "not started"),
+		       -ENOTCONN;
 	/* slated's own walk first: the owner to ask for (records made before issue 19 have
 	 * none) and a clear error before anything starts; the helper walks it again. */
 	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err, errlen);
@@ -202,23 +218,8 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 		return (void)snprintf(err, errlen, "share %s: socket %s: %s", sh->host_dir, sock,
 		                      slate_strerror(r)),
 		       r;
-	(void)snprintf(name, sizeof(name), "fs-%s.log", tag);
-	logfd = openat(AT_FDCWD, run_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (logfd >= 0) {
-		int lf = openat(logfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-		                0600);
-		(void)close(logfd);
-		logfd = lf;
-	}
-	/* slated-helper starts it (helper/client.h): it walks the path again in the host's mount
-	 * namespace and checks the owner, then runs virtiofsd as that owner. */
-	if (!d->helper)
-		return (void)snprintf(
-		               err, errlen,
-		               "share %s: shares are served through slated-helper, and there "
-		               "is none: %s",
-		               sh->host_dir, d->helper_error ? d->helper_error : "not started"),
-		       -ENOTCONN;
+	/* Without a log virtiofsd still runs (its stderr goes to /dev/null). */
+	logfd = open(logfile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	r = helper_share_serve(d->helper, sh->host_dir, st.st_uid, owner_gid(st.st_uid, st.st_gid),
 	                       sh->readonly, lfd, logfd, &pid, &start, err, errlen);
 	if (r < 0)
@@ -298,7 +299,7 @@ static void shares_release(const struct daemon_ctx *d, const char *name)
 
 struct boot_paths {
 	char *ws_dir, *run_dir, *disk, *home, *kernel, *initrd, *cmdline, *log, *sock;
-	char *ro[VM_MAX_SHARES];
+	char *fs_sock[VM_MAX_SHARES]; /* each share's virtiofsd socket */
 	char tags[VM_MAX_SHARES][16];
 	struct vm_share shares[VM_MAX_SHARES];
 };
@@ -315,7 +316,7 @@ static void boot_paths_free(struct boot_paths *p)
 	free(p->log);
 	free(p->sock);
 	for (size_t i = 0; i < VM_MAX_SHARES; i++)
-		free(p->ro[i]);
+		free(p->fs_sock[i]);
 }
 
 #define PROOF_TIMEOUT_S 120
@@ -526,7 +527,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 	_cleanup_free_ char *channel_sock = NULL;
 	struct checkpoint_info cp = {0};
 	double t0, proof_s, pause_ms = 0;
-	bool drift;
+	bool drift, running;
 	int r;
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
@@ -666,7 +667,11 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		boot_paths_free(&p);
 		return -ENOMEM;
 	}
-	/* A domain that runs (or is paused) keeps the virtiofsd it has. */
+	/* A domain that runs (or is paused) keeps the virtiofsd it has; otherwise what a domain
+	 * that went left behind goes first. */
+	running = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED;
+	if (!running && w->n_shares > 0)
+		shares_release(d, name);
 	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
 		const struct workspace_share *sh = &w->shares[i];
 		uid_t expect = sh->uid != (uid_t)-1 ? sh->uid
@@ -674,17 +679,13 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 		                                    : (uid_t)-1;
 
 		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
-		if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
-			char nm[64];
-			(void)snprintf(nm, sizeof(nm), "fs-%s.sock", p.tags[i]);
-			p.ro[i] = fs_path_join(p.run_dir, nm);
-		} else {
-			if (i == 0)
-				shares_release(d, name);
-			r = share_start(d, p.run_dir, p.tags[i], sh, expect, &p.ro[i], errbuf,
+		if (running) {
+			p.fs_sock[i] = share_path(p.run_dir, p.tags[i], ".sock");
+			r = 0;
+		} else
+			r = share_start(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], errbuf,
 			                sizeof(errbuf));
-		}
-		if (r >= 0 && !p.ro[i])
+		if (r >= 0 && !p.fs_sock[i])
 			r = -ENOMEM;
 		if (r < 0) {
 			shares_release(d, name);
@@ -698,7 +699,7 @@ static int do_start(struct vm_op *op, struct start_io *s, struct json_object **r
 			        "start %s: %s", name, errbuf[0] ? errbuf : slate_strerror(r));
 		}
 		p.shares[i] = (struct vm_share){
-		        .socket = p.ro[i], .tag = p.tags[i], .readonly = sh->readonly};
+		        .socket = p.fs_sock[i], .tag = p.tags[i], .readonly = sh->readonly};
 	}
 	c = (struct vm_config){
 	        .domain_name = domain,
