@@ -6,7 +6,8 @@
       HTTP/1.1 (HTTPS with a certificate) server. Any method on any path answers a JSON
       document echoing what arrived: method, path, headers (in order), body. /big?n=N answers
       N zero bytes (Content-Length); /small answers "ok"; /chunked answers a chunked body;
-      /ws performs a WebSocket-style upgrade (101) and then echoes raw bytes. With --log,
+      /ws performs a WebSocket-style upgrade (101) and then echoes raw bytes; /sink reads the
+      body and drops it, answering "ok N" (N bytes read). With --log,
       "METHOD PATH" of every whole request that arrived is appended to FILE; a request cut
       short is logged as "INCOMPLETE PATH" and the body bytes it brought go to FILE.partial.
       --headers-log FILE gets each whole request's line and header fields (for tests whose
@@ -72,6 +73,16 @@ class Echo(BaseHTTPRequestHandler):
 
     def _handle(self):
         path = self.path
+        if path.startswith("/sink"):
+            # A body read and dropped as it comes (bench/egress-proxy's uploads): "ok N".
+            n, left = 0, int(self.headers.get("Content-Length", "0") or 0)
+            while left > 0:
+                got = self.rfile.read(min(left, 1 << 20))
+                if not got:
+                    break
+                n += len(got)
+                left -= len(got)
+            return self._send(200, b"ok %d" % n, "text/plain")
         try:
             body = b"" if path.startswith("/big") else self._body()
         except (ValueError, ConnectionError, OSError):

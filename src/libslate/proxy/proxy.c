@@ -29,6 +29,7 @@
 #include "proxy/scan.h"
 #include "proxy/sigv4.h"
 #include "proxy/subst.h"
+#include "proxy/tripwire.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -62,6 +63,7 @@ struct proxy {
 	struct conn *live;
 	unsigned n_live;
 	bool stopping;
+	struct tripwire_cache *tripwires;
 };
 
 struct io {
@@ -70,10 +72,12 @@ struct io {
 	struct buf *in; /* read ahead, not yet used */
 };
 
-/* One placeholder: which secret and value it stands for. */
+/* One pattern of the tripwire: the secret and value whose placeholder it is, and in what form. */
 struct pat {
 	size_t secret;
 	size_t value;
+	size_t len;
+	enum tripwire_enc enc;
 };
 
 struct conn {
@@ -81,7 +85,8 @@ struct conn {
 	const char *ws;
 	struct secret_set *secrets;
 	struct egress_policy *policy;
-	struct scan *scan;
+	struct tripwire *tw;     /* the placeholders' patterns (shared, from p->tripwires) */
+	const struct scan *scan; /* its automaton */
 	struct pat *pats;
 	size_t n_pats;
 	char ***bound; /* per secret: its hosts, normalised, NULL-terminated */
@@ -477,13 +482,15 @@ static int hit_fn(size_t pattern, size_t end, void *userdata)
 {
 	struct hits *h = userdata;
 	const struct pat *pt = &h->c->pats[pattern];
-	size_t len = strlen(h->c->secrets->v[pt->secret].values[pt->value].placeholder);
+	size_t len = pt->len;
 
 	if (!bound_to(h->c, pt->secret, h->host)) {
 		h->leak = (long)pattern;
 		return 1;
 	}
-	if (h->collect) {
+	/* An encoded placeholder towards its own host goes as it is: only the placeholder as it
+	 * stands is substituted. */
+	if (h->collect && pt->enc == TRIPWIRE_RAW) {
 		if (h->n == h->cap) {
 			size_t ncap = h->cap ? h->cap * 2 : 8;
 			struct hit *nv = realloc(h->v, ncap * sizeof(*nv));
@@ -1075,6 +1082,7 @@ static void report_leak(struct conn *c, long pat, const char *where, const char 
 {
 	const struct pat *pt = &c->pats[pat];
 	const struct secret *s = &c->secrets->v[pt->secret];
+	const char *enc = tripwire_enc_name(pt->enc);
 	char path[2048] = "", hosts[1024] = "";
 	size_t n_bound = 0, o = 0;
 
@@ -1095,6 +1103,7 @@ static void report_leak(struct conn *c, long pat, const char *where, const char 
 	        .secret = s->key,
 	        .value_name = s->values[pt->value].name,
 	        .where = where,
+	        .encoding = enc,
 	        .method = method,
 	        .path = target ? path : NULL,
 	        .bound_hosts = (const char *const *)c->bound[pt->secret],
@@ -1111,6 +1120,7 @@ static void report_leak(struct conn *c, long pat, const char *where, const char 
 		    json_add_int64(ev, "port", port) >= 0 &&
 		    json_add_string(ev, "secret", s->key) >= 0 &&
 		    json_add_string(ev, "where", where) >= 0 &&
+		    (!enc || json_add_string(ev, "encoding", enc) >= 0) &&
 		    json_add(ev, "bound_hosts", bh) >= 0 &&
 		    (!method || json_add_string(ev, "method", method) >= 0) &&
 		    (!target || json_add_string(ev, "path", path) >= 0) &&
@@ -1123,10 +1133,12 @@ static void report_leak(struct conn *c, long pat, const char *where, const char 
 	if (answer)
 		respond(c, 451,
 		        "slate blocked this request: it carried the placeholder of the secret %s "
-		        "(in the %s) towards %s, but that secret is only sent to %s. Nothing was "
+		        "(%s%sin the %s) towards %s, but that secret is only sent to %s. Nothing "
+		        "was "
 		        "forwarded. The workspace %s is now marked compromised and is paused; it "
 		        "cannot start again until its disk and home are wiped (slate wipe %s).",
-		        s->key, where, host, hosts[0] ? hosts : "no host", c->ws, c->ws);
+		        s->key, enc ? enc : "", enc ? ", " : "", where, host,
+		        hosts[0] ? hosts : "no host", c->ws, c->ws);
 	if (c->p->hooks.contain)
 		c->p->hooks.contain(c->p->hooks.userdata, &l);
 }
@@ -2473,6 +2485,8 @@ int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks, s
 		p->hooks = *hooks;
 	if (cfg->connect_to && (r = parse_connect_to(p, cfg->connect_to)) < 0)
 		goto fail;
+	if ((r = tripwire_cache_new(&p->tripwires)) < 0)
+		goto fail;
 	r = egress_ca_open(cfg->ca_dirfd, &p->ca);
 	if (r < 0)
 		goto fail;
@@ -2553,6 +2567,7 @@ void proxy_free(struct proxy *p)
 	SSL_CTX_free(p->server_ctx);
 	SSL_CTX_free(p->client_ctx);
 	egress_ca_free(p->ca);
+	tripwire_cache_free(p->tripwires);
 	free(p->overrides);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
@@ -2564,23 +2579,24 @@ const char *proxy_ca_pem(const struct proxy *p)
 	return egress_ca_pem(p->ca);
 }
 
-/* Builds the automaton over every placeholder and each secret's normalised hosts. */
+/* Takes the tripwire of the set's placeholders (built once per set: p->tripwires) and copies
+ * each secret's normalised hosts. */
 static int conn_secrets(struct conn *c)
 {
-	_cleanup_free_ const char **pats = NULL;
-	_cleanup_free_ size_t *lens = NULL;
+	_cleanup_free_ const char **phs = NULL;
+	_cleanup_free_ struct pat *owner = NULL; /* per placeholder: its secret and value */
 	size_t n = 0, k = 0;
 	const struct secret_set *set = c->secrets;
+	int r;
 
 	if (!set || set->n == 0)
 		return 0;
 	for (size_t i = 0; i < set->n; i++)
 		n += set->v[i].n_values;
 	c->bound = calloc(set->n, sizeof(*c->bound));
-	c->pats = calloc(n ? n : 1, sizeof(*c->pats));
-	pats = calloc(n ? n : 1, sizeof(*pats));
-	lens = calloc(n ? n : 1, sizeof(*lens));
-	if (!c->bound || !c->pats || !pats || !lens)
+	phs = calloc(n ? n : 1, sizeof(*phs));
+	owner = calloc(n ? n : 1, sizeof(*owner));
+	if (!c->bound || !phs || !owner)
 		return -ENOMEM;
 	for (size_t i = 0; i < set->n; i++) {
 		const struct secret *s = &set->v[i];
@@ -2600,14 +2616,25 @@ static int conn_secrets(struct conn *c)
 			const char *ph = s->values[j].placeholder;
 			if (!ph || !*ph)
 				continue;
-			c->pats[k] = (struct pat){.secret = i, .value = j};
-			pats[k] = ph;
-			lens[k] = strlen(ph);
-			k++;
+			owner[k] = (struct pat){.secret = i, .value = j};
+			phs[k++] = ph;
 		}
 	}
-	c->n_pats = k;
-	return scan_new(pats, lens, k, &c->scan);
+	r = tripwire_cache_get(c->p->tripwires, phs, k, &c->tw);
+	if (r < 0)
+		return r;
+	c->scan = tripwire_scan(c->tw);
+	c->n_pats = tripwire_n_pats(c->tw);
+	c->pats = calloc(c->n_pats ? c->n_pats : 1, sizeof(*c->pats));
+	if (!c->pats)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->n_pats; i++) {
+		const struct tripwire_pat *tp = tripwire_pat(c->tw, i);
+		c->pats[i] = owner[tp->placeholder];
+		c->pats[i].len = tp->len;
+		c->pats[i].enc = tp->enc;
+	}
+	return 0;
 }
 
 static void conn_free(struct conn *c)
@@ -2621,7 +2648,7 @@ static void conn_free(struct conn *c)
 		free(c->bound);
 	}
 	free(c->pats);
-	scan_free(c->scan);
+	tripwire_unref(c->tw);
 	if (c->secrets && c->p->hooks.release)
 		c->p->hooks.release(c->p->hooks.userdata, c->secrets);
 	egress_policy_free(c->policy);

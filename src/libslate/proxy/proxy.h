@@ -45,6 +45,7 @@ struct proxy_leak {
 	const char *secret;     /* the secret's key name */
 	const char *value_name; /* which of its values ("value", "access-key-id"...) */
 	const char *where;      /* "url", "header", "body" or "tunnel" */
+	const char *encoding;   /* NULL, or how it was encoded: "base64-encoded"... (tripwire.h) */
 	const char *method;     /* NULL in a tunnel */
 	const char *path;       /* query values redacted; NULL in a tunnel */
 	const char *const *bound_hosts;

@@ -10,6 +10,16 @@
  * text made of the patterns' own alphabet (base64 bodies, tokens) walked sibling lists and fail
  * chains at every byte: 110-240 MB/s with 10-30 placeholders against about 1 GB/s with the table.
  * Past SCAN_DENSE_MAX entries (very long or very many patterns) the sibling lists are walked.
+ *
+ * With the table, and every pattern at least SCAN_SAMPLE_MIN bytes long, most text is not walked
+ * at all. A bitmap (hashed) holds every 3-byte sequence found anywhere in any pattern. At the
+ * root (no match under way), with m the shortest pattern's length, the text is sampled every
+ * m - 2 bytes: an occurrence covers m - 2 consecutive 3-byte starts, so it covers a sample, and a
+ * sample whose 3 bytes are in no pattern rules out every occurrence starting at or before it.
+ * Only when a sample's bytes are in the bitmap is the automaton run, from just past the previous
+ * sample until it is back at the root. Patterns of 10-30 placeholders and their encoded forms
+ * (proxy/tripwire.h) hold a few percent of the 3-byte sequences of base64 text, the hardest
+ * text for this, so it is walked a few bytes in twenty.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,6 +30,8 @@
 #define SCAN_MAX_STATES (16u << 20)
 #define SCAN_DENSE_MAX (4u << 20) /* entries of the dense table: 16 MiB */
 #define SCAN_OUT_BIT 0x80000000u  /* in a dense entry: the state reached has outputs */
+#define SCAN_SAMPLE_MIN 8u        /* the shortest pattern length that sampling needs */
+#define SCAN_TRI_BITS 18u         /* the 3-byte bitmap: 2^18 bits, 32 KiB */
 
 struct node {
 	uint32_t fail;
@@ -50,7 +62,17 @@ struct scan {
 	/* Bit (b0 | b1 << 8) is set when the two bytes b0 b1 begin some pattern (with the dense
 	 * table, and only when every pattern has two bytes or more). */
 	uint64_t *pairs;
+	/* With the dense table and no pattern shorter than SCAN_SAMPLE_MIN: bit tri_index(q) is
+	 * set for every 3 bytes q inside some pattern; the text is sampled every stride bytes. */
+	uint64_t *tri;
+	size_t stride;
 };
+
+static inline uint32_t tri_index(const uint8_t *q)
+{
+	uint32_t x = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16;
+	return (x * 0x9E3779B1u) >> (32 - SCAN_TRI_BITS);
+}
 
 static uint32_t child(const struct scan *s, uint32_t node, uint8_t c)
 {
@@ -70,12 +92,18 @@ void scan_free(struct scan *s)
 	free(s->outs);
 	free(s->dense);
 	free(s->pairs);
+	free(s->tri);
 	free(s);
 }
 
 size_t scan_max_len(const struct scan *s)
 {
 	return s ? s->max_len : 0;
+}
+
+size_t scan_stride(const struct scan *s)
+{
+	return s && s->tri ? s->stride : 0;
 }
 
 /* queue holds every node but the root in breadth-first order, so a node's fail target (shallower)
@@ -203,6 +231,15 @@ int scan_new(const char *const *patterns, const size_t *lens, size_t n, struct s
 	}
 	build_dense(s, queue, min_len);
 	free(queue);
+	if (s->dense && min_len >= SCAN_SAMPLE_MIN) {
+		s->tri = calloc((1u << SCAN_TRI_BITS) / 64, sizeof(*s->tri));
+		for (size_t i = 0; s->tri && i < n; i++)
+			for (size_t j = 0; j + 3 <= lens[i]; j++) {
+				uint32_t b = tri_index((const uint8_t *)patterns[i] + j);
+				s->tri[b / 64] |= UINT64_C(1) << (b % 64);
+			}
+		s->stride = min_len - 2;
+	}
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -252,6 +289,50 @@ static int feed_dense(const struct scan *s, uint32_t *state, const uint8_t *p, s
 	return 0;
 }
 
+/* The dense walk with sampling at the root (see the top of this file). */
+static int feed_sampled(const struct scan *s, uint32_t *state, const uint8_t *p, size_t n,
+                        scan_fn fn, void *userdata)
+{
+	const uint32_t *d = s->dense, k = s->n_classes;
+	const size_t stride = s->stride;
+	uint32_t st = *state * k;
+	size_t i = 0, until = 0; /* i: the next byte to walk; walk at least up to until */
+
+	for (;;) {
+		size_t j;
+
+		/* Walk while a match may be under way. */
+		while (i < n && (st != 0 || i < until)) {
+			uint32_t t = d[st + s->class[p[i]]];
+			st = t & ~SCAN_OUT_BIT;
+			i++;
+			if (t & SCAN_OUT_BIT) {
+				int r = report(s, st / k, i, fn, userdata);
+				if (r != 0) {
+					*state = st / k;
+					return r;
+				}
+			}
+		}
+		if (i >= n)
+			break;
+		/* At the root at i: nothing under way. Sample every stride bytes from the last
+		 * start an occurrence beginning at i would cover. */
+		for (j = i + stride - 1; j + 2 < n; j += stride) {
+			uint32_t b = tri_index(p + j);
+			if (s->tri[b / 64] & UINT64_C(1) << (b % 64))
+				break;
+		}
+		/* Nothing starts before the previous sample's next byte: walk from there, past
+		 * this sample (or, when the samples ran out, to the end, so that a match begun
+		 * near it carries into the next chunk). */
+		i = j - stride + 1;
+		until = j + 2 < n ? j + 3 : n;
+	}
+	*state = st / k;
+	return 0;
+}
+
 int scan_feed(const struct scan *s, uint32_t *state, const uint8_t *p, size_t n, scan_fn fn,
               void *userdata)
 {
@@ -259,6 +340,8 @@ int scan_feed(const struct scan *s, uint32_t *state, const uint8_t *p, size_t n,
 
 	if (!s || s->n_outs == 0)
 		return 0;
+	if (s->dense && s->tri)
+		return feed_sampled(s, state, p, n, fn, userdata);
 	if (s->dense)
 		return feed_dense(s, state, p, n, fn, userdata);
 	for (size_t i = 0; i < n; i++) {

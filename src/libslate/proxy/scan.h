@@ -28,6 +28,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct scan *, scan_free);
 
 /* The longest pattern's length (0 when there are none). */
 size_t scan_max_len(const struct scan *s);
+/* How far apart the text is sampled at the root (scan.c), or 0 when it is walked byte by byte:
+ * for tests and benchmarks. */
+size_t scan_stride(const struct scan *s);
 
 /*
  * Called for each match: pattern is its index, end the offset in the fed chunk just past its last
