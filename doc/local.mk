@@ -1,4 +1,4 @@
-EXTRA_DIST += doc/api.md doc/performance.md doc/SECURITY.md
+EXTRA_DIST += doc/api.md doc/performance.md doc/security.md
 
 # The man pages name the directories this build uses (issue 26): each is made from its .in
 # template with the paths configure chose, as the systemd units are (systemd_subst), with the
