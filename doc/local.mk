@@ -1,6 +1,6 @@
 EXTRA_DIST += doc/api.md doc/performance.md doc/security.md
 
-# The man pages name the directories this build uses (issue 26): each is made from its .in
+# The man pages name the directories this build uses: each is made from its .in
 # template with the paths configure chose, as the systemd units are (systemd_subst), with the
 # hyphens escaped for troff. A --with-*dir=no leaves the page naming the usual directory.
 slate_man_pages = doc/slate.1 doc/slated.8 doc/slate.conf.5 doc/slate-catalog.1 doc/slate-catalog.5
