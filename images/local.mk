@@ -11,8 +11,8 @@ EXTRA_DIST += images/ubuntu-24.04/README.md images/ubuntu-24.04/entry.json.in \
 	images/ubuntu-24.04/steps/40-egress-ca.sh images/ubuntu-24.04/steps/50-proxy.sh \
 	images/ubuntu-24.04/steps/60-no-bypass.sh
 
-# What the integration tests use inside the guest: curl (the egress proxy, issue 8) and the
-# OpenSSH client tools (the SSH agent, issue 7).
+# What the integration tests use inside the guest: curl (the egress proxy) and the
+# OpenSSH client tools (the SSH agent).
 TEST_IMAGE_PACKAGES = curl openssh-client
 # images/test/build does nothing when its recorded inputs (packages, slate-guest, scripts) match.
 test-image: slate-guest$(EXEEXT)

@@ -1,4 +1,4 @@
-# systemd/: units, tmpfiles.d, sysusers.d (issue 10), the bash completion, slate.conf(5), and
+# systemd/: units, tmpfiles.d, sysusers.d (slated(8)), the bash completion, slate.conf(5), and
 # the tests that check them without systemd as PID 1.
 
 # The runtime directory is fixed at /run/slate (AM_CPPFLAGS' SLATE_RUNTIME_DIR); the state

@@ -201,7 +201,7 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 			(void)json_add_string(body, "image", optarg);
 			break;
 		case OPT_MEMORY:
-			/* MIB, as CLI.md says; a unit suffix is accepted too ("4G"). */
+			/* MIB, as slate(1) says; a unit suffix is accepted too ("4G"). */
 			errno = 0;
 			v = strtoull(optarg, &end, 10);
 			if (errno || end == optarg || *end) {

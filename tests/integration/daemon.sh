@@ -80,7 +80,7 @@ if command -v setpriv >/dev/null; then
     chmod 0660 "$sock"
 fi
 
-# The socket's group (issue 26): --socket-group or slate.conf's socket-group, a group that must
+# The socket's group: --socket-group or slate.conf's socket-group, a group that must
 # exist. A user outside it is told so, with the group named; a member gets in; a member whose
 # session predates the usermod is told to log in again.
 grp=slt-g$$

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The examples of the README and of the man pages run as written, in order, against the test
-# image (issue 26). Every indented block of the README and every .nf/.fi block of the man pages
+# image. Every indented block of the README and every .nf/.fi block of the man pages
 # (as built, with this build's paths) is found here; each command in it (continuation lines
 # joined) is run, or checked as the file it shows (slate.conf(5)'s EXAMPLE), or skipped with its
 # reason from the table below, by command or by whole section. A block or command the table does

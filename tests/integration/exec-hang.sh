@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Nothing hangs (issue 18, item 4): `slate exec`, `shell` and `run` end promptly, saying why and
+# Nothing hangs (slate(1), "EXIT STATUS"): `slate exec`, `shell` and `run` end promptly, saying why and
 # with their own exit status, when the workspace is paused (250), quarantined after a leak (251),
 # stopped (252) or its guest stops answering (253); exec on a paused workspace ends at once; a
 # second Ctrl-C (130) or a SIGTERM (143) ends the client at once even when the guest's command

@@ -88,7 +88,7 @@ s exec --user root $ws -- sh -c 'mount -o remount,rw /home/slate/src; echo x >/h
 s exec $ws -- sh -c 'echo from-guest >src-2/made'
 [ "$(cat "$work/rw/src/made")" = from-guest ] || fail "the read-write share at ~/src-2"
 
-# Options go before or after NAME alike (issue 26); only what follows "--" (or the command's first
+# Options go before or after NAME alike (slate(1)); only what follows "--" (or the command's first
 # word) is the command.
 [ "$(s exec $ws --user root -- id -u)" = 0 ] || fail "exec NAME --user root: $(cat "$work/err" 2>/dev/null)"
 [ "$(s exec $ws --workdir /tmp --timeout 30 -- pwd)" = /tmp ] || fail "exec NAME --workdir /tmp"

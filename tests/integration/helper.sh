@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Privilege separation (issue 19, item 4): slated without CAP_SYS_ADMIN (gone from its bounding
+# Privilege separation (doc/helper.md; doc/security.md, "Host side"): slated without CAP_SYS_ADMIN (gone from its bounding
 # set; slated.service keeps it only for the confined qemu-img of qcow2 pulls) and in a slave
 # mount namespace of its own, as slated.service runs it, with slated-helper started separately
 # before (slated --helper-socket), still creates a workspace on the

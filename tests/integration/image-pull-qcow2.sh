@@ -4,7 +4,7 @@
 # qcow2 catalog disks through the real daemon and client, from a signed catalog served on
 # 127.0.0.1 (firmware boot: no kernel, no libvirt, no VM). Good images (compressed clusters, zlib
 # and zstd, version 2 and 3) are converted to exactly their raw bytes. Then the images a signed
-# catalog must never be able to use to read the host (issue 19): an external data file naming a
+# catalog must never be able to use to read the host (doc/security.md, "Catalog"): an external data file naming a
 # host file full of a marker, one naming slated's own master key, the external-data bit without
 # the name, a backing file, an unknown incompatible feature, encryption, a truncated header and
 # a header extension running past the cluster. Each pull fails with an error naming what was

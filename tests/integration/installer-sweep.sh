@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Installer domains a crashed slated left behind (issue 4): at start, slated destroys the
+# Installer domains a crashed slated left behind (doc/catalog.md, "Postinstall steps"): at start, slated destroys the
 # "slate.install-<id>-<6 hex>" domains whose files lie in a staging directory of its own image
 # store (<state>/images/.tmp-<id>-XXXXXX) and removes that directory, and leaves alone:
 #   * a domain of the same shape whose files lie in another state directory (another private

@@ -65,7 +65,7 @@ ensure_libvirt() {
     [ "$SLATE_TEST_URI" = qemu:///system ] || skip "libvirt at $SLATE_TEST_URI does not answer"
     command -v libvirtd >/dev/null || skip "libvirtd not installed (apt-get install libvirt-daemon-system)"
     log "libvirtd does not answer; starting it"
-    # .ci/libvirtd hides /dev/kvm from libvirtd where KVM cannot run guests (issue 18).
+    # .ci/libvirtd hides /dev/kvm from libvirtd where KVM cannot run guests.
     if [ -f "$top_srcdir/.ci/libvirtd" ]; then
         SLATED=$top_builddir/slated bash "$top_srcdir/.ci/libvirtd" >&2 || skip "could not start libvirtd"
     elif [ -d /run/systemd/system ]; then

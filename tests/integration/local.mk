@@ -10,7 +10,7 @@ EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_t
 integration_tests += tests/integration/exec.sh
 
 # Shares that cannot reach past their directory: symlink swaps between create and start, and
-# guest root on a share served by a virtiofsd that runs as the share's owner (issue 19).
+# guest root on a share served by a virtiofsd that runs as the share's owner (doc/security.md, "Shares").
 integration_tests += tests/integration/shares.sh
 
 # Secrets as the guest sees them: provisioned placeholders, and no real value in the guest's
@@ -18,19 +18,19 @@ integration_tests += tests/integration/shares.sh
 integration_tests += tests/integration/secrets-guest.sh
 
 # AWS SigV4 re-signing from inside the guest: curl signs with the placeholders, slated re-signs,
-# tests/integration/s3server.py verifies with the real key (issue 9).
+# tests/integration/s3server.py verifies with the real key (doc/sigv4.md).
 integration_tests += tests/integration/sigv4-guest.sh
 
 # Installer domains a crashed slated left running: swept at start, only this state directory's.
 integration_tests += tests/integration/installer-sweep.sh
 
 # A slow libvirt (a proxy that holds domain definitions back): start streams keep-alives and
-# succeeds, and a client that goes away mid-start leaves no half-started domain (issue 18).
+# succeeds, and a client that goes away mid-start leaves no half-started domain.
 integration_tests += tests/integration/slow-libvirt.sh
 EXTRA_DIST += tests/integration/slow-libvirt.py
 
 # The README's and the man pages' examples run as written against the test image, from the build
-# tree (issue 26); a block that cannot run here is skipped by name with its reason.
+# tree; a block that cannot run here is skipped by name with its reason.
 integration_tests += tests/integration/doc-examples.sh
 
 # Nothing hangs: exec, shell and run end with their own status when the workspace is paused,

@@ -82,7 +82,7 @@ grep -q '^secret-access-key slate[A-Za-z0-9]\{35\}$' "$work/aws.out" || fail "aw
 grep -q '^session-token slate' "$work/aws.out" || fail "aws session token missing"
 printf '%s' "$generic" | s secret set ws1 DB_PASSWORD --host 'bücher.example' --env DB_PASS >/dev/null
 
-# --file ~/.git-credentials unquoted: the host's shell hands over the caller's home (issue 26).
+# --file ~/.git-credentials unquoted: the host's shell hands over the caller's home.
 # Under /root the workspace user could not read it in the guest: refused, naming the quoted form.
 # Under another host home: set, with a warning naming the likely intent.
 setfile() { printf 'not-a-real-token' | HOME=$1 "$slate" --socket "$work/run/slated.sock" secret set ws1 "$2" --host github.com --file "$3"; }

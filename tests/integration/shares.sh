@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Shares that cannot reach past their directory (issue 19, SECURITY.md "Shares"), on the test
+# Shares that cannot reach past their directory (doc/security.md, "Shares"), on the test
 # image under TCG through the real daemon, client, virtiofsd and guest:
 # * a share's last component, or a parent component, swapped for a symbolic link between create
 #   and start, read-write and read-only: start refuses, naming the component, and no guest ever

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# AWS SigV4 re-signing from inside a test guest (issue 9), through a private slated. The
+# AWS SigV4 re-signing from inside a test guest (doc/sigv4.md), through a private slated. The
 # workspace has an AWS secret (real key id, secret and session token, made up for this run)
 # bound to amazonaws.com and written to the guest's ~/.aws/credentials; the guest holds only the
 # placeholders. tests/integration/s3server.py (HTTPS on 127.0.0.1) verifies SigV4 with the REAL

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# AWS SigV4 re-signing in the egress proxy, end to end on the host (issue 9), no VM needed.
+# AWS SigV4 re-signing in the egress proxy, end to end on the host (doc/sigv4.md), no VM needed.
 # tests/unit/proxy-listen runs the proxy with one AWS secret (real key id, secret and session
 # token) bound to amazonaws.com; s3.amazonaws.com and unbound.test are pointed at
 # tests/integration/s3server.py (HTTPS on 127.0.0.1, which verifies SigV4 with the REAL key only)
@@ -17,7 +17,7 @@
 #  4. the placeholder key id towards an unbound host is a leak: 451, the compromise hook, nothing
 #     forwarded;
 #  5. the throughput of a signed streaming upload through the proxy against the same upload
-#     straight to the server with the real key (logged; issue 9 targets >= 0.7x).
+#     straight to the server with the real key (logged; the target is >= 0.7x, doc/performance.md).
 
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"

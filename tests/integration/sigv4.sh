@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# AWS SigV4 re-signing end to end on the host (issue 9), no VM needed:
+# AWS SigV4 re-signing end to end on the host (doc/sigv4.md), no VM needed:
 #  1. tests/integration/s3server.py (HTTPS on 127.0.0.1, test CA made here) verifies signatures
 #     with the REAL key: the AWS CLI (botocore) with the real key can make a bucket, put (single
 #     and multipart), list, get and presign; with a wrong secret, with the placeholder key, or

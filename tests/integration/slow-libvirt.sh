@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# A slow libvirt (issue 18): slated talks to libvirtd through tests/integration/slow-libvirt.py,
+# A slow libvirt: slated talks to libvirtd through tests/integration/slow-libvirt.py,
 # which holds every domain definition back for a while, as a libvirtd re-probing QEMU on each
 # lookup does (~100 s on hosts where /dev/kvm exists but KVM cannot run guests). slated's API
 # connections are dropped after SLATED_IDLE_TIMEOUT_S of silence (shortened here to 6 s; the

@@ -144,7 +144,7 @@ open(p, "w").write(json.dumps(w))
 PY
 }
 # Caught while running: the leak detector pauses the guest. It shows as compromised (not paused),
-# and stop powers it off at once instead of pressing the power button of a paused CPU (issue 26).
+# and stop powers it off at once instead of pressing the power button of a paused CPU.
 s start $ws >/dev/null
 stop_slated
 mark_compromised "$ws"

@@ -14,7 +14,7 @@ ensure_test_image
 slated=$top_builddir/slated
 slate=$top_builddir/slate
 work=$test_tmpdir
-# A user other than root, for names and owners (issue 26).
+# A user other than root, for names and owners (doc/workspace.md, "Workspace names").
 tuser=slt-w$$
 add_test_user "$tuser"
 daemon_pid=
@@ -189,7 +189,7 @@ done
 # The embedded pool: a state dir on a filesystem without reflinks (ext4 here).
 on_exit unmount "$work/ext4-state/pool"
 exercise_backend "$work/ext4-state" pool
-# A clean stop unmounts the pool when nothing uses it (issue 26); the next start attaches it again.
+# A clean stop unmounts the pool when nothing uses it (doc/storage.md, "The pool"); the next start attaches it again.
 start_daemon "$work/ext4-state"
 s create survivor >/dev/null
 stop_slated

@@ -406,7 +406,7 @@ static void test_unreachable(void **state)
 }
 
 /*
- * A user the socket's mode keeps out (issue 26) is told so: permission denied, the socket's
+ * A user the socket's mode keeps out is told so (slate(1), "DESCRIPTION"): permission denied, the socket's
  * group, and no advice to start a slated that runs. Needs root, to be someone else after a fork.
  */
 static void test_permission_denied(void **state)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * The strict qcow2 header check (image/qcow2-header.h, issue 19): a hand-built version 3 header
+ * The strict qcow2 header check (image/qcow2-header.h; doc/security.md, "Catalog"): a hand-built version 3 header
  * (QEMU's docs/interop/qcow2.txt) with one field or extension changed per case, table-driven:
  * what slate takes (v2, v3, zstd, extended L2, lazy refcounts, bitmaps, unknown extensions) and
  * every refusal (backing file, external data file by bit, by name or by the raw autoclear bit,

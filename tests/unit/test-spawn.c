@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * spawn_run_confined() (storage/spawn.h, issue 19), the confinement qemu-img runs in when it
+ * spawn_run_confined() (storage/spawn.h; doc/security.md, "Catalog"), the confinement qemu-img runs in when it
  * converts a catalog's qcow2 disk. A shell run confined finds its two files (one read-only, one
  * written through), /dev/null and the system's program directories, and nothing else: no /etc,
  * /var, /proc, /tmp, not the directory its files came from; it can create nothing and mount

@@ -750,7 +750,7 @@ static unsigned count_marker(int fd)
 }
 
 /*
- * The partial-write probe of SECURITY.md at the file level: 4 KiB written at the start of every
+ * The partial-write probe of doc/security.md ("Residue") at the file level: 4 KiB written at the start of every
  * 64 KiB region of a fresh file must leave the other 60 KiB reading as what the file held
  * before (zeros for a new file, the base for a clone), never as someone's deleted data.
  */

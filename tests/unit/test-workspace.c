@@ -6,7 +6,7 @@
  * an ext4 with storage = qcow2. Each filesystem is made in the fixture from a sparse file in
  * /tmp, inside a private mount namespace, and always unmounted at the end (pools first). Needs
  * root (mount); skipped (77) otherwise. Covers the verbs, the layout, checkpoints, ENOSPC on a
- * full filesystem, a kill -9 at every crash point, and the residue probes of SECURITY.md from
+ * full filesystem, a kill -9 at every crash point, and the residue probes of doc/security.md from
  * the host side. qcow2's disk.img is read and written through the format (qemu-io, qemu-img
  * convert), never as raw bytes.
  */

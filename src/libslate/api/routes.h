@@ -96,14 +96,14 @@ int vm_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *deta
 /* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
  * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
 int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);
-/* In api/sshkey.c: the sign-only SSH agent (issue 7). The service registers "ssh-agent" on the
+/* In api/sshkey.c: the sign-only SSH agent (doc/ssh-agent.md). The service registers "ssh-agent" on the
  * guest channels; stop undoes it. */
 int handle_sshkey_get(struct api_request *req, struct api_reply *reply);
 int handle_sshkey_generate(struct api_request *req, struct api_reply *reply);
 int handle_sshkey_import(struct api_request *req, struct api_reply *reply);
 int agent_service_start(struct daemon_ctx *d);
 void agent_service_stop(struct daemon_ctx *d);
-/* In api/secrets.c: secret set/ls/rm (issue 8). */
+/* In api/secrets.c: secret set/ls/rm (doc/secrets.md). */
 int handle_secret_list(struct api_request *req, struct api_reply *reply);
 int handle_secret_set(struct api_request *req, struct api_reply *reply);
 int handle_secret_delete(struct api_request *req, struct api_reply *reply);

@@ -206,8 +206,8 @@ static int share_start(const struct daemon_ctx *d, const char *run_dir, const ch
 		               "is none: %s",
 		               sh->host_dir, d->helper_error ? d->helper_error : "not started"),
 		       -ENOTCONN;
-	/* slated's own walk first: the owner to ask for (records made before issue 19 have
-	 * none) and a clear error before anything starts; the helper walks it again. */
+	/* slated's own walk first: the owner to ask for (records made before shares kept their
+	 * owner have none) and a clear error before anything starts; the helper walks it again. */
 	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err, errlen);
 	if (r < 0)
 		return r;
@@ -270,8 +270,8 @@ static void shares_stop(const struct daemon_ctx *d, const char *name)
 	}
 }
 
-/* Read-only bind mounts of shares made by slated versions before issue 19, which served shares
- * through libvirt's virtiofsd: unmounted once their domain is gone. */
+/* Read-only bind mounts of shares made by older slated versions, which served shares through
+ * libvirt's virtiofsd: unmounted once their domain is gone. */
 static void ro_unbind_all(const struct daemon_ctx *d, const char *name)
 {
 	_cleanup_free_ char *dir = NULL;

@@ -61,7 +61,7 @@ int image_store_import(struct storage *s, const char *id, const char *disk_path,
  * Whether path may be imported as a base image: -EPERM when it resolves (symbolic links
  * followed) to a file inside the workspaces directory or anywhere in the state directory other
  * than the image store: a workspace's disk or home, a checkpoint, a staging file. A base image
- * is never made from a disk a tenant used (SECURITY.md, residue). 0 otherwise, also when path
+ * is never made from a disk a tenant used (doc/security.md, "Residue"). 0 otherwise, also when path
  * cannot be resolved (the import then fails on it with its own error).
  */
 int image_store_source_check(struct storage *s, const char *path);

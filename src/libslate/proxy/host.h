@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * Host names and addresses as the egress proxy compares them (SECURITY.md, "Credentials"):
+ * Host names and addresses as the egress proxy compares them (doc/security.md, "Credentials"):
  *
  *   - a host is normalised before any comparison: one trailing dot stripped, lower case, IDNA
  *     A-labels (libidn2, IDNA2008 non-transitional) for names, the canonical text form for IP

@@ -1,4 +1,4 @@
-# proxy/sigv4: SigV4 re-signing (issue 9): the signer and its tests, fuzz target and benchmark.
+# proxy/sigv4: SigV4 re-signing (doc/sigv4.md): the signer and its tests, fuzz target and benchmark.
 src_libslate_libslate_la_SOURCES += src/libslate/proxy/sigv4.c src/libslate/proxy/sigv4.h
 
 unit_tests += tests/unit/test-sigv4

@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * Shared host folders, served without host root (issue 19).
+ * Shared host folders, served without host root (doc/security.md, "Shares").
  *
  * A share's host path is checked when the workspace is created and again at every start, here:
  * virtiofs_share_open() walks it one component at a time with O_PATH|O_NOFOLLOW|O_DIRECTORY, so

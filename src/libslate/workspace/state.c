@@ -279,7 +279,8 @@ static int shares_from_json(struct json_object *a, struct workspace *w)
 		if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) < 3 ||
 		    json_object_object_length(o) > 4)
 			return SLATE_ERR_INVALID_FORMAT;
-		/* "uid" arrived with issue 19; records made before have three members. */
+		/* "uid" arrived when shares started being served as their owner (doc/security.md,
+		 * "Shares"); records made before have three members. */
 		if (json_object_object_length(o) == 4) {
 			int64_t uid;
 			if ((r = fmt(json_get_int64(o, "uid", &uid))) < 0)

@@ -668,8 +668,9 @@ static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace
 	if (r < 0)
 		return r;
 	crash_point("wipe-home:after-unlink-home");
-	/* The generated key pair goes; keys the user imported stay (CLI.md: wipe-home discards
-	 * "the generated SSH key pair"; SECURITY.md: a compromised workspace's wipe keeps keys). */
+	/* The generated key pair goes; keys the user imported stay (slate(1): wipe-home discards
+	 * "the generated SSH key pair"; doc/security.md, "Credentials": a compromised workspace's
+	 * wipe keeps keys). */
 	kept = agent_keys_keep_imported(fd);
 	if (kept < 0)
 		return kept;
