@@ -9,12 +9,6 @@ src_libslate_libslate_la_SOURCES = \
 	src/libslate/util/json.c src/libslate/util/json.h \
 	src/libslate/util/conf.c src/libslate/util/conf.h \
 	src/libslate/util/size.c src/libslate/util/size.h \
-	src/libslate/api/protocol.c src/libslate/api/protocol.h \
-	src/libslate/api/server.c src/libslate/api/server.h \
-	src/libslate/api/client.c src/libslate/api/client.h \
-	src/libslate/api/routes.c src/libslate/api/routes.h \
-	src/libslate/api/workspaces.c src/libslate/api/images.c src/libslate/api/trace.c \
-	src/libslate/api/provision.c \
 	src/libslate/version.h
 src_libslate_libslate_la_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) \
 	$(MHD_CFLAGS) $(CURL_CFLAGS) $(LIBVIRT_CFLAGS) $(XML_CFLAGS) $(OPENSSL_CFLAGS) $(URING_CFLAGS) \

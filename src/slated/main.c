@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "channel/channels.h"
+#include "daemon/domains.h"
 #include "helper/client.h"
 #include "image/postinstall.h"
 #include "image/store.h"
@@ -798,7 +799,7 @@ int main(int argc, char **argv)
 	if (proxy_service_start(&ctx) < 0)
 		log_error("cannot start the egress proxy service");
 	(void)sd_notify(0, "STATUS=picking up running workspaces");
-	(void)vm_daemon_start(&ctx);
+	(void)daemon_domains_start(&ctx);
 	routes = routes_table(&n_routes);
 	cfg = (struct api_server_config){.socket_path = sock,
 	                                 .idle_timeout_s = idle_timeout_from_env(),
@@ -850,7 +851,7 @@ int main(int argc, char **argv)
 	api_server_stop(TAKE_PTR(server));
 	proxy_service_stop(&ctx);
 	agent_service_stop(&ctx);
-	vm_daemon_stop(&ctx);
+	daemon_domains_stop(&ctx);
 	install_free(TAKE_PTR(ctx.install));
 	channels_free(TAKE_PTR(ctx.channels));
 	workspace_store_free(ctx.workspaces);

@@ -8,6 +8,11 @@ tests_unit_test_buf_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_buf_LDADD = $(UNIT_LDADD)
 # Wrapped so the test can see that secure buffers are wiped before their memory is freed.
 tests_unit_test_buf_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=free
+unit_tests += tests/unit/test-error
+check_PROGRAMS += tests/unit/test-error
+tests_unit_test_error_SOURCES = tests/unit/test-error.c
+tests_unit_test_error_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_error_LDADD = $(UNIT_LDADD)
 tests_unit_test_log_SOURCES = tests/unit/test-log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_log_LDADD = $(UNIT_LDADD)

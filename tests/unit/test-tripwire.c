@@ -103,8 +103,8 @@ static void test_forms(void **state)
 		size_t groups = (32 - a) / 3;
 		n = tripwire_encode(ph, strlen(ph), TRIPWIRE_BASE64, a, out, sizeof(out));
 		assert_int_equal(n, (long)(groups * 4));
-		(void)sodium_bin2base64(want, sizeof(want), (const unsigned char *)w + a, groups * 3,
-		                        sodium_base64_VARIANT_ORIGINAL);
+		(void)sodium_bin2base64(want, sizeof(want), (const unsigned char *)w + a,
+		                        groups * 3, sodium_base64_VARIANT_ORIGINAL);
 		assert_memory_equal(out, want, (size_t)n);
 	}
 	assert_int_equal(tripwire_encode(ph, strlen(ph), TRIPWIRE_BASE64, 3, out, sizeof(out)), 0);
@@ -213,7 +213,8 @@ static void test_found(void **state)
 
 static void test_cache(void **state)
 {
-	const char *a[] = {"slt_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ghp_slatebbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
+	const char *a[] = {"slt_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	                   "ghp_slatebbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
 	const char *b[] = {a[1], a[0]}; /* the same placeholders in another order: other indexes */
 	struct tripwire_cache *c = NULL;
 	struct tripwire *t1 = NULL, *t2 = NULL, *t3 = NULL, *keep = NULL;

@@ -1,6 +1,6 @@
 # agent/: the sign-only SSH agent (doc/ssh-agent.md): protocol, key store, OpenSSH's tools for
 # imported keys, the service; api/sshkey.c is its API and guest-channel side.
-src_libslate_libslate_la_SOURCES += src/libslate/api/sshkey.c \
+src_libslate_libslate_la_SOURCES += \
 	src/libslate/agent/proto.c src/libslate/agent/proto.h \
 	src/libslate/agent/keys.c src/libslate/agent/keys.h \
 	src/libslate/agent/openssh.c src/libslate/agent/openssh.h \

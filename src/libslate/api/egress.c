@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
+#include "daemon/exec.h"
 #include "proxy/policy.h"
 #include "proxy/proxy.h"
 #include "secrets/install.h"

@@ -1,30 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Exec sessions: /v1/workspaces/:name/exec and /v1/run, API connections upgraded to "slate-exec"
- * and bridged to an "exec" stream of the workspace's guest channel. Both ends speak the exec
- * records of doc/guest-channel.md; slated decodes every record from either side, lets through
- * only what that side may send, and re-encodes the client's REQUEST after checking it. The
- * terminal proof that ends `slate start` is an exec session of slated's own.
+ * /v1/workspaces/:name/exec and /v1/run: API connections upgraded to "slate-exec" and handed to
+ * an exec session (daemon/exec.h); a run creates, starts and with rm deletes around it.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
-#include "channel/channels.h"
-#include "channel/proto.h"
+#include "daemon/exec.h"
+#include "daemon/start.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -33,804 +25,6 @@
 #include "workspace/workspace.h"
 
 #define EXEC_PROTOCOL "slate-exec"
-#define RELAY_CAP (EX_HEADER_LEN + EX_MAX_RECORD)
-#define OPEN_TIMEOUT_MS 15000
-#define REQUEST_TIMEOUT_MS 30000
-/* A domain paused this long is paused for good, not for a checkpoint's clone. */
-#define PAUSE_GRACE_MS 2000
-/* After this much silence from the guest a session asks the channel whether it still answers
- * (a PING), and asks again this often. */
-#define PROBE_IDLE_MS 5000
-/* A guest whose channel has not answered a PING for this long has stopped answering; tests
- * shorten it with the variable. */
-#define UNRESPONSIVE_MS 30000
-#define ENV_TEST_UNRESPONSIVE "SLATE_EXEC_TEST_UNRESPONSIVE_MS"
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Sends one record to fd (blocking). */
-static int send_record(int fd, uint8_t type, const void *p, size_t len)
-{
-	uint8_t h[EX_HEADER_LEN];
-
-	int r;
-
-	ex_record_header(h, type, (uint32_t)len);
-	r = fs_write_all(fd, h, sizeof(h));
-	if (r == 0 && len)
-		r = fs_write_all(fd, p, len);
-	return r;
-}
-
-_printf_(2, 3) static void send_error(int fd, const char *fmt, ...)
-{
-	char msg[CH_MAX_TEXT + 1];
-	va_list ap;
-	size_t n;
-
-	va_start(ap, fmt);
-	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* Only printable bytes are valid text: control characters become spaces. */
-	n = strlen(msg);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f)
-			msg[i] = ' ';
-	(void)send_record(fd, EX_ERROR, msg, n ? n : 1);
-}
-
-static void send_progress(int fd, const char *text)
-{
-	size_t n = strnlen(text, CH_MAX_TEXT);
-
-	if (n && ch_text_valid((const uint8_t *)text, n))
-		(void)send_record(fd, EX_PROGRESS, text, n);
-}
-
-/*
- * Reads the client's first record, which must be a REQUEST, from extra and then fd, within
- * REQUEST_TIMEOUT_MS; checks it and re-encodes it into ret->req (malloc'd). What the client sent
- * after it (stdin records already, maybe a partial one) goes to ret->rest, to be decoded and
- * checked like every later record. Returns 0, or a negative error after telling the client why.
- */
-struct first {
-	uint8_t *req, *rest;
-	size_t req_len, rest_len;
-};
-
-static void first_done(struct first *f)
-{
-	free(f->req);
-	free(f->rest);
-}
-
-static int read_request(int fd, const char *extra, size_t extra_len, struct first *ret)
-{
-	_cleanup_free_ uint8_t *buf = malloc(EX_HEADER_LEN + EX_MAX_REQUEST);
-	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
-	_cleanup_free_ uint8_t *out = NULL;
-	size_t len = 0, cap = EX_HEADER_LEN + EX_MAX_REQUEST;
-	int64_t deadline = now_ms() + REQUEST_TIMEOUT_MS;
-	struct ex_record r;
-	long n;
-	int k;
-
-	if (!buf || !req)
-		return -ENOMEM;
-	if (extra_len > cap)
-		extra_len = cap;
-	memcpy(buf, extra, extra_len);
-	len = extra_len;
-	while ((k = ex_record_decode(buf, len, &r)) == 0) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
-		ssize_t got;
-
-		if (len == cap || left <= 0 || poll(&p, 1, (int)left) <= 0) {
-			send_error(fd, "no complete exec request within %d s",
-			           REQUEST_TIMEOUT_MS / 1000);
-			return -ETIMEDOUT;
-		}
-		got = read(fd, buf + len, cap - len);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return -ECONNRESET;
-		len += (size_t)got;
-	}
-	if (k < 0 || r.type != EX_REQUEST || ex_request_parse(r.payload, r.len, req) < 0) {
-		send_error(fd, "malformed exec request");
-		return -EPROTO;
-	}
-	out = malloc(cap);
-	if (!out)
-		return -ENOMEM;
-	n = ex_request_encode(req, out, cap);
-	if (n < 0) {
-		send_error(fd, "exec request too large");
-		return (int)n;
-	}
-	ret->rest_len = len - (size_t)k;
-	ret->rest = malloc(ret->rest_len ? ret->rest_len : 1);
-	if (!ret->rest)
-		return -ENOMEM;
-	memcpy(ret->rest, buf + k, ret->rest_len);
-	ret->req = TAKE_PTR(out);
-	ret->req_len = (size_t)n;
-	return 0;
-}
-
-/* ---- the relay between the client and the guest's exec stream ---- */
-
-struct side {
-	int fd;
-	uint8_t in[RELAY_CAP]; /* received, not yet a whole record */
-	size_t in_len;
-	uint8_t out[2 * RELAY_CAP]; /* whole records to send */
-	size_t out_len;
-	bool eof; /* read end of file (or an error) */
-};
-
-/* The session's last record (EXIT or ERROR), kept back by slated when it still has work to do
- * before the client may go (run --rm deletes the workspace first). */
-struct held_end {
-	uint8_t buf[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
-	size_t len;
-};
-
-/* ---- watching the workspace while its sessions run ---- */
-
-/*
- * Every running session is on this list so that a domain event of its workspace wakes it (the
- * event thread must not block: it only writes the eventfd); the session then asks libvirt
- * itself. What the guest's channel cannot say -- the domain is paused, so nothing answers and
- * nothing closes -- comes this way; a guest that stops answering is found by probing.
- */
-struct exec_watch {
-	char name[WORKSPACE_NAME_MAX + 1];
-	int efd;
-	char event[64]; /* the last event's description ("stopped (destroyed)") */
-	struct exec_watch *next;
-};
-
-static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct exec_watch *watch_list;
-
-void exec_sessions_kick(const char *workspace, const char *description)
-{
-	pthread_mutex_lock(&watch_lock);
-	for (struct exec_watch *w = watch_list; w; w = w->next)
-		if (streq(w->name, workspace)) {
-			(void)snprintf(w->event, sizeof(w->event), "%s",
-			               description ? description : "");
-			(void)eventfd_write(w->efd, 1);
-		}
-	pthread_mutex_unlock(&watch_lock);
-}
-
-static int watch_add(struct exec_watch *w, const char *name)
-{
-	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (w->efd < 0)
-		return -errno;
-	(void)snprintf(w->name, sizeof(w->name), "%s", name);
-	pthread_mutex_lock(&watch_lock);
-	w->next = watch_list;
-	watch_list = w;
-	pthread_mutex_unlock(&watch_lock);
-	return 0;
-}
-
-static void watch_remove(struct exec_watch *w)
-{
-	if (w->efd < 0)
-		return;
-	pthread_mutex_lock(&watch_lock);
-	for (struct exec_watch **p = &watch_list; *p; p = &(*p)->next)
-		if (*p == w) {
-			*p = w->next;
-			break;
-		}
-	pthread_mutex_unlock(&watch_lock);
-	w->efd = safe_close(w->efd);
-}
-
-static void watch_event(struct exec_watch *w, char *buf, size_t len)
-{
-	pthread_mutex_lock(&watch_lock);
-	(void)snprintf(buf, len, "%s", w->event);
-	pthread_mutex_unlock(&watch_lock);
-}
-
-/* What a session knows of its workspace besides the guest's bytes. */
-struct watch {
-	struct daemon_ctx *d;
-	const char *name;
-	struct exec_watch ew;
-	int64_t last_guest;   /* when the guest last sent something */
-	int64_t next_probe;   /* when to PING again while it is silent */
-	int64_t paused_since; /* 0: not seen paused */
-	unsigned unresponsive_ms;
-	bool check;   /* an event came: ask libvirt */
-	bool started; /* the command runs (or slated asked the guest to run it) */
-};
-
-static void watch_done(struct watch *w)
-{
-	watch_remove(&w->ew);
-}
-
-/* The domain's state and, when paused, whether for a while only (a save, a snapshot or a
- * migration in progress). -ENOENT when there is no domain. */
-static int domain_state(const char *uri, const char *name, int *ret_state, bool *ret_transient,
-                        const char **ret_how)
-{
-	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
-	int st, reason, r;
-
-	r = vm_connect(uri, &conn);
-	if (r < 0)
-		return r;
-	r = vm_domain_lookup(conn, name, &dom);
-	if (r < 0)
-		return r;
-	if (virDomainGetState(dom, &st, &reason, 0) < 0)
-		return -EIO;
-	*ret_state = st;
-	*ret_how = st == VIR_DOMAIN_SHUTDOWN ? "shutting down" : NULL;
-	if (st == VIR_DOMAIN_SHUTOFF)
-		switch (reason) {
-		case VIR_DOMAIN_SHUTOFF_SHUTDOWN:
-			*ret_how = "the guest powered off";
-			break;
-		case VIR_DOMAIN_SHUTOFF_DESTROYED:
-			*ret_how = "destroyed";
-			break;
-		case VIR_DOMAIN_SHUTOFF_CRASHED:
-			*ret_how = "the guest crashed";
-			break;
-		case VIR_DOMAIN_SHUTOFF_SAVED:
-			*ret_how = "memory saved: suspended";
-			break;
-		case VIR_DOMAIN_SHUTOFF_FAILED:
-			*ret_how = "QEMU failed";
-			break;
-		default:
-			break;
-		}
-	*ret_transient =
-	        st == VIR_DOMAIN_PAUSED &&
-	        (reason == VIR_DOMAIN_PAUSED_SAVE || reason == VIR_DOMAIN_PAUSED_SNAPSHOT ||
-	         reason == VIR_DOMAIN_PAUSED_MIGRATION || reason == VIR_DOMAIN_PAUSED_STARTING_UP);
-	return 0;
-}
-
-static bool workspace_compromised(struct daemon_ctx *d, const char *name)
-{
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-
-	return d->workspaces && workspace_load(d->workspaces, name, &w) >= 0 && w->compromised;
-}
-
-/*
- * Asks libvirt how the workspace's domain is. Returns 1 and fills why and text when the session
- * must end, 0 when it goes on (running, paused only for a moment so far, or libvirt cannot
- * say). final: no waiting to see -- the guest's channel closed or has not answered for long, or
- * the session is about to open -- so a pause counts at once and a shutdown as a stop.
- */
-static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, char *text,
-                        size_t len)
-{
-	char ev[64];
-	int st = VIR_DOMAIN_NOSTATE, r;
-	bool transient = false;
-	const char *how = NULL;
-
-	r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
-	/* The guest is gone and the domain on its way down: a moment more says how it ended. */
-	for (int i = 0; final && r == 0 && st == VIR_DOMAIN_SHUTDOWN && i < 20; i++) {
-		(void)usleep(100 * 1000);
-		r = domain_state(w->d->libvirt_uri, w->name, &st, &transient, &how);
-	}
-	if (r == -ENOENT)
-		st = VIR_DOMAIN_SHUTOFF;
-	else if (r < 0)
-		return 0;
-	if (st == VIR_DOMAIN_PAUSED) {
-		if (workspace_compromised(w->d, w->name)) {
-			*why = EX_END_COMPROMISED;
-			(void)snprintf(
-			        text, len,
-			        "workspace %s is quarantined: it sent a secret's placeholder "
-			        "to a host the secret is not bound to and was paused; see "
-			        "'slate trace %s --leaks'",
-			        w->name, w->name);
-			return 1;
-		}
-		if (transient)
-			return w->paused_since = 0, 0;
-		if (!w->paused_since)
-			w->paused_since = now;
-		if (!final && now - w->paused_since < PAUSE_GRACE_MS)
-			return 0;
-		*why = EX_END_PAUSED;
-		(void)snprintf(text, len, "workspace %s is paused%s", w->name,
-		               w->started ? ": leaving the command, which gets SIGHUP if the "
-		                            "workspace resumes"
-		                          : "");
-		return 1;
-	}
-	w->paused_since = 0;
-	if (st == VIR_DOMAIN_RUNNING || st == VIR_DOMAIN_BLOCKED)
-		return 0;
-	/* Shutting down: the command may still end by itself before the domain stops, unless
-	 * the guest is gone already (final). */
-	if (st == VIR_DOMAIN_SHUTDOWN && !final)
-		return 0;
-	/* How: libvirt's reason, else the last event's ("stopped (destroyed)" gives "destroyed");
-	 * a domain already undefined has no reason left to ask for. */
-	watch_event(&w->ew, ev, sizeof(ev));
-	*why = EX_END_STOPPED;
-	if (how)
-		(void)snprintf(text, len, "workspace %s stopped while the command ran (%s)",
-		               w->name, how);
-	else
-		(void)snprintf(text, len, "workspace %s stopped while the command ran%s%s", w->name,
-		               strncmp(ev, "stopped (", 9) == 0 ? " (" : "",
-		               strncmp(ev, "stopped (", 9) == 0 ? ev + 9 : "");
-	return 1;
-}
-
-/* Called after every wake-up: whether the session must end (1, why and text filled). */
-static int watch_step(struct watch *w, uint8_t *why, char *text, size_t len)
-{
-	int64_t now = now_ms();
-	uint64_t unanswered = 0;
-
-	if (w->check || w->paused_since) {
-		w->check = false;
-		if (watch_assess(w, now, false, why, text, len))
-			return 1;
-	}
-	if (now - w->last_guest < PROBE_IDLE_MS || now < w->next_probe)
-		return 0;
-	w->next_probe = now + PROBE_IDLE_MS;
-	if (!w->d->channels || channels_probe(w->d->channels, w->name, &unanswered) < 0 ||
-	    unanswered < w->unresponsive_ms)
-		return 0;
-	/* Paused with no event seen (events unavailable) reads the same: libvirt tells. */
-	if (watch_assess(w, now, true, why, text, len))
-		return 1;
-	*why = EX_END_UNRESPONSIVE;
-	(void)snprintf(text, len,
-	               "the guest of workspace %s has not answered for %llu s (its VM runs, but "
-	               "slate-guest or its kernel is stuck); 'slate console %s' may tell why",
-	               w->name, (unsigned long long)(unanswered / 1000), w->name);
-	return 1;
-}
-
-/* How long poll may sleep before watch_step has something to do (ms). */
-static int watch_timeout(const struct watch *w)
-{
-	int64_t now = now_ms(), at;
-
-	if (w->paused_since)
-		return 250;
-	at = w->last_guest + PROBE_IDLE_MS;
-	if (w->next_probe > at)
-		at = w->next_probe;
-	return at <= now ? 0 : (int)(at - now);
-}
-
-struct relay {
-	struct side client, guest;
-	struct held_end *hold; /* NULL: forward the last record like the others */
-	bool exited;           /* EXIT or ERROR went to the client (or to hold) */
-	uint64_t bytes_out;
-};
-
-static bool client_may_send(uint8_t t)
-{
-	return t == EX_STDIN || t == EX_STDIN_EOF || t == EX_RESIZE || t == EX_SIGNAL;
-}
-
-static bool guest_may_send(uint8_t t)
-{
-	return t == EX_STARTED || t == EX_STDOUT || t == EX_STDERR || t == EX_EXIT || t == EX_ERROR;
-}
-
-/* Moves whole records from from->in to to->out while they fit; -EPROTO for a record that from
- * may not send. */
-static int move_records(struct relay *rl, struct side *from, struct side *to, bool from_guest)
-{
-	size_t off = 0;
-	struct ex_record r;
-	int n;
-
-	while ((n = ex_record_decode(from->in + off, from->in_len - off, &r)) > 0) {
-		if (from_guest ? !guest_may_send(r.type) : !client_may_send(r.type))
-			return -EPROTO;
-		if (from_guest && rl->hold && (r.type == EX_EXIT || r.type == EX_ERROR) &&
-		    (size_t)n <= sizeof(rl->hold->buf)) {
-			memcpy(rl->hold->buf, from->in + off, (size_t)n);
-			rl->hold->len = (size_t)n;
-			off += (size_t)n;
-			rl->exited = true;
-			break;
-		}
-		if (sizeof(to->out) - to->out_len < (size_t)n)
-			break;
-		memcpy(to->out + to->out_len, from->in + off, (size_t)n);
-		to->out_len += (size_t)n;
-		off += (size_t)n;
-		if (from_guest && r.type == EX_STDOUT)
-			rl->bytes_out += r.len;
-		if (from_guest && (r.type == EX_EXIT || r.type == EX_ERROR)) {
-			rl->exited = true;
-			break;
-		}
-	}
-	if (n < 0)
-		return n;
-	memmove(from->in, from->in + off, from->in_len - off);
-	from->in_len -= off;
-	return 0;
-}
-
-static int flush_side(struct side *s)
-{
-	while (s->out_len) {
-		ssize_t k = write(s->fd, s->out, s->out_len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno == EAGAIN)
-			return 0;
-		if (k <= 0)
-			return -errno;
-		memmove(s->out, s->out + k, s->out_len - (size_t)k);
-		s->out_len -= (size_t)k;
-	}
-	return 0;
-}
-
-/* Encodes slated's ENDED record (why, then text) into rec. Returns its length. */
-static size_t ended_record(uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT], uint8_t why,
-                           const char *msg)
-{
-	size_t n = strnlen(msg, CH_MAX_TEXT);
-
-	ex_record_header(rec, EX_ENDED, (uint32_t)(1 + n));
-	rec[EX_HEADER_LEN] = why;
-	memcpy(rec + EX_HEADER_LEN + 1, msg, n);
-	return EX_HEADER_LEN + 1 + n;
-}
-
-/* Sends an ENDED record to the client, or keeps it in hold (run --rm deletes first). */
-static void send_ended(int client_fd, struct held_end *hold, uint8_t why, const char *msg)
-{
-	uint8_t rec[EX_HEADER_LEN + 1 + CH_MAX_TEXT];
-	size_t n = ended_record(rec, why, msg);
-
-	if (hold) {
-		memcpy(hold->buf, rec, n);
-		hold->len = n;
-		return;
-	}
-	(void)fs_write_all(client_fd, rec, n);
-}
-
-/* Ends the session with an ENDED record, as end_error does with ERROR. */
-static void end_ended(struct relay *rl, int client_fd, uint8_t why, const char *msg)
-{
-	if (!rl->hold) {
-		(void)fs_set_nonblock(client_fd, false);
-		(void)flush_side(&rl->client);
-	}
-	send_ended(client_fd, rl->hold, why, msg);
-}
-
-/* Ends the session with an ERROR record: to the client now, or into hold for later. */
-static void end_error(struct relay *rl, int client_fd, const char *msg)
-{
-	size_t n = strnlen(msg, CH_MAX_TEXT);
-
-	if (rl->hold) {
-		ex_record_header(rl->hold->buf, EX_ERROR, (uint32_t)n);
-		memcpy(rl->hold->buf + EX_HEADER_LEN, msg, n);
-		rl->hold->len = EX_HEADER_LEN + n;
-		return;
-	}
-	(void)fs_set_nonblock(client_fd, false);
-	(void)flush_side(&rl->client);
-	send_error(client_fd, "%s", msg);
-}
-
-static int fill_side(struct side *s)
-{
-	ssize_t k;
-
-	if (s->in_len == sizeof(s->in))
-		return 0; /* no room: a hang-up is seen once there is */
-	k = read(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len);
-
-	if (k < 0 && (errno == EINTR || errno == EAGAIN))
-		return 0;
-	if (k <= 0) {
-		s->eof = true;
-		return 0;
-	}
-	s->in_len += (size_t)k;
-	return 1;
-}
-
-/*
- * Bridges client and guest until the guest's EXIT (or ERROR) has reached the client, or either
- * side goes away. Returns 0 when the session ended normally, -ECONNRESET when the client left,
- * -EPIPE when the guest side ended first (the client was told), -EPROTO for a bad record.
- */
-static int relay_run(const char *name, int client_fd, int guest_fd, const struct first *first,
-                     struct held_end *hold, struct watch *w)
-{
-	char text[CH_MAX_TEXT + 1];
-	uint8_t why;
-	_cleanup_free_ struct relay *rl = calloc(1, sizeof(*rl));
-	const uint8_t *pending;
-	size_t pending_len;
-	int r = 0;
-
-	if (!rl)
-		return -ENOMEM;
-	rl->client.fd = client_fd;
-	rl->guest.fd = guest_fd;
-	rl->hold = hold;
-	if (first->req_len > sizeof(rl->guest.out))
-		return -EMSGSIZE;
-	/* The checked REQUEST goes first; what followed it is read like any later record. */
-	memcpy(rl->guest.out, first->req, first->req_len);
-	rl->guest.out_len = first->req_len;
-	(void)fs_set_nonblock(client_fd, true);
-	(void)fs_set_nonblock(guest_fd, true);
-	pending = first->rest;
-	pending_len = first->rest_len;
-	for (;;) {
-		size_t before;
-
-		/* Move and flush until nothing moves: a flush makes room for a record that the
-		 * last move had to leave, and poll would not say so. */
-		do {
-			before = rl->client.in_len + rl->client.out_len + rl->guest.in_len +
-			         rl->guest.out_len + pending_len;
-			/* What came with the REQUEST is read first, as if from the socket. */
-			if (pending_len) {
-				size_t c = sizeof(rl->client.in) - rl->client.in_len;
-				if (c > pending_len)
-					c = pending_len;
-				memcpy(rl->client.in + rl->client.in_len, pending, c);
-				rl->client.in_len += c;
-				pending += c;
-				pending_len -= c;
-			}
-			r = move_records(rl, &rl->client, &rl->guest, false);
-			if (r < 0) {
-				log_ws(LOG_WARNING, name, "exec in %s: bad record from the client",
-				       name);
-				send_error(client_fd, "bad record from the client");
-				return r;
-			}
-			r = move_records(rl, &rl->guest, &rl->client, true);
-			if (r < 0) {
-				log_ws(LOG_WARNING, name,
-				       "exec in %s: the guest sent a record it may not send; "
-				       "session closed",
-				       name);
-				end_error(rl, client_fd, "the guest broke the exec protocol");
-				return r;
-			}
-			if (flush_side(&rl->guest) < 0)
-				rl->guest.eof = true;
-			if (flush_side(&rl->client) < 0 || rl->client.eof)
-				return -ECONNRESET;
-		} while (rl->client.in_len + rl->client.out_len + rl->guest.in_len +
-		                 rl->guest.out_len + pending_len !=
-		         before);
-
-		if (rl->exited && rl->client.out_len == 0)
-			return 0;
-		/* A complete record would have moved once the client drained: what is left of
-		 * the guest's output can never be whole. */
-		if (rl->guest.eof && !rl->exited && rl->client.out_len == 0) {
-			/* The channel closes when the domain stops: say so, as for a pause. */
-			if (watch_assess(w, now_ms(), true, &why, text, sizeof(text))) {
-				end_ended(rl, client_fd, why, text);
-				return -EHOSTDOWN;
-			}
-			end_error(rl, client_fd,
-			          "the guest channel closed before the command ended (the VM "
-			          "stopped, or slate-guest restarted)");
-			return -EPIPE;
-		}
-
-		struct pollfd p[3] = {
-		        {.fd = client_fd,
-		         .events = (short)((rl->client.eof ? 0 : POLLIN) |
-		                           (rl->client.out_len ? POLLOUT : 0))},
-		        /* Nothing more to read or write there: a hang-up must not wake us. */
-		        {.fd = (rl->guest.eof || rl->exited) && !rl->guest.out_len ? -1 : guest_fd,
-		         .events = (short)((rl->guest.eof || rl->exited ? 0 : POLLIN) |
-		                           (rl->guest.out_len ? POLLOUT : 0))},
-		        {.fd = rl->exited ? -1 : w->ew.efd, .events = POLLIN},
-		};
-		/* Read a side only while its records have somewhere to go. */
-		if (rl->client.in_len == sizeof(rl->client.in) || pending_len)
-			p[0].events &= (short)~POLLIN;
-		if (rl->guest.in_len == sizeof(rl->guest.in))
-			p[1].events &= (short)~POLLIN;
-		if (poll(p, 3, rl->exited ? -1 : watch_timeout(w)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR) && !rl->client.eof)
-			(void)fill_side(&rl->client);
-		if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && !rl->guest.eof && !rl->exited &&
-		    fill_side(&rl->guest) > 0)
-			w->last_guest = now_ms();
-		if (p[2].revents & POLLIN) {
-			eventfd_t v;
-			(void)eventfd_read(w->ew.efd, &v);
-			w->check = true;
-		}
-		/* The workspace paused, stopped or its guest silent for good: the session ends
-		 * (what the guest sent before went to the client at the top of the loop). */
-		if (!rl->exited && watch_step(w, &why, text, sizeof(text))) {
-			log_ws(LOG_NOTICE, name, "exec in %s: %s", name, text);
-			end_ended(rl, client_fd, why, text);
-			return -EHOSTDOWN;
-		}
-	}
-}
-
-/* ---- opening a session ---- */
-
-int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, char *err, size_t errlen)
-{
-	if (!d->channels) {
-		(void)snprintf(err, errlen, "the guest channel is not available");
-		return -ENOTCONN;
-	}
-	return channels_open(d->channels, name, "exec", OPEN_TIMEOUT_MS, ret_fd, err, errlen);
-}
-
-int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request *req,
-                 const char *input, unsigned timeout_ms, char *out, size_t out_len, int *ret_status,
-                 char *err, size_t errlen)
-{
-	_cleanup_free_ uint8_t *buf = malloc(RELAY_CAP + 4096);
-	_cleanup_close_ int fd = -1;
-	int64_t deadline = now_ms() + timeout_ms;
-	size_t len = 0, got = 0;
-	long n;
-	int r;
-
-	if (!buf)
-		return -ENOMEM;
-	r = exec_open(d, name, &fd, err, errlen);
-	if (r < 0)
-		return r;
-	n = ex_request_encode(req, buf, RELAY_CAP);
-	if (n < 0)
-		return (int)n;
-	if (fs_write_all(fd, buf, (size_t)n) < 0 ||
-	    (input && send_record(fd, EX_STDIN, input, strlen(input)) < 0) ||
-	    (!req->tty && send_record(fd, EX_STDIN_EOF, NULL, 0) < 0)) {
-		(void)snprintf(err, errlen, "cannot send the request: %s", strerror(errno));
-		return -EIO;
-	}
-	out[0] = '\0';
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
-		struct ex_record rec;
-		ssize_t k;
-		int m;
-
-		while ((m = ex_record_decode(buf, len, &rec)) > 0) {
-			if (rec.type == EX_STDOUT || rec.type == EX_STDERR) {
-				size_t c =
-				        rec.len < out_len - 1 - got ? rec.len : out_len - 1 - got;
-				memcpy(out + got, rec.payload, c);
-				got += c;
-				out[got] = '\0';
-			} else if (rec.type == EX_EXIT) {
-				uint32_t v = ch_get_u32(rec.payload + 1);
-				*ret_status = rec.payload[0] == 0 ? (int)(v & 0xff)
-				                                  : 128 + (int)(v & 0x7f);
-				return 0;
-			} else if (rec.type == EX_ERROR) {
-				(void)snprintf(err, errlen, "%.*s", (int)rec.len,
-				               (const char *)rec.payload);
-				return -EIO;
-			} else if (rec.type != EX_STARTED) {
-				(void)snprintf(err, errlen, "unexpected record %u", rec.type);
-				return -EPROTO;
-			}
-			memmove(buf, buf + m, len - (size_t)m);
-			len -= (size_t)m;
-		}
-		if (m < 0) {
-			(void)snprintf(err, errlen, "malformed record from the guest");
-			return -EPROTO;
-		}
-		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			(void)snprintf(err, errlen, "no answer within %u s (output so far: %s)",
-			               timeout_ms / 1000, out);
-			return -ETIMEDOUT;
-		}
-		k = read(fd, buf + len, RELAY_CAP + 4096 - len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			(void)snprintf(err, errlen, "the guest closed the session");
-			return -ECONNRESET;
-		}
-		len += (size_t)k;
-	}
-}
-
-int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms, char *err,
-                        size_t errlen)
-{
-	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
-	int64_t deadline = now_ms() + timeout_ms;
-	uint8_t rnd[6];
-	char token[16], input[128], want[64], out[8192];
-	int status = -1, r;
-
-	if (!req)
-		return -ENOMEM;
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -EIO;
-	(void)snprintf(token, sizeof(token), "%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-	               rnd[3], rnd[4], rnd[5]);
-	/* The terminal echoes the input line; only a shell that ran it prints "proof-42-<t>". */
-	(void)snprintf(input, sizeof(input), "echo proof-$((6*7))-%s; exit\n", token);
-	(void)snprintf(want, sizeof(want), "proof-42-%s", token);
-	req->login = true;
-	req->tty = true;
-	req->rows = 24;
-	req->cols = 80;
-	req->timeout_s = (timeout_ms / 1000) + 1;
-
-	r = channels_wait_ready(d->channels, name, timeout_ms);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "the guest agent did not connect within %u s%s",
-		               timeout_ms / 1000, r == -ENOENT ? " (no channel)" : "");
-		return r;
-	}
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = exec_collect(d, name, req, input, (unsigned)left, out, sizeof(out), &status,
-		                 err, errlen);
-		if (r >= 0 && strstr(out, want))
-			return 0;
-		if (r >= 0)
-			(void)snprintf(err, errlen,
-			               "the shell exited %d without the expected output", status);
-		/* The agent may be restarting (a HELLO mid-boot): try again shortly. */
-		if (deadline - now_ms() < 1000)
-			return r < 0 ? r : -EIO;
-		(void)usleep(500 * 1000);
-	}
-}
 
 /* ---- /v1/workspaces/:name/exec ---- */
 
@@ -858,58 +52,14 @@ static void exec_job_freep(struct exec_job **j)
 	exec_job_free(*j);
 }
 
-/* Runs one session on an upgraded connection. Returns relay_run's result. */
-static int exec_bridge_session(struct daemon_ctx *d, const char *name, int fd,
-                               const struct first *first, struct held_end *hold)
-{
-	_cleanup_close_ int gfd = -1;
-	char err[512] = "";
-	int64_t t0 = now_ms();
-	_cleanup_(watch_done) struct watch w = {
-	        .d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
-	const char *e = getenv(ENV_TEST_UNRESPONSIVE);
-	char text[CH_MAX_TEXT + 1];
-	uint8_t why;
-	int r;
-
-	if (e && atoi(e) > 0)
-		w.unresponsive_ms = (unsigned)atoi(e);
-	/* Watched from here on, so that no event between the look below and the relay is lost. */
-	r = watch_add(&w.ew, name);
-	if (r < 0) {
-		send_error(fd, "cannot watch %s: %s", name, slate_strerror(r));
-		return r;
-	}
-	/* Paused or quarantined already: no guest would answer the open. */
-	if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)) && why != EX_END_STOPPED) {
-		send_ended(fd, hold, why, text);
-		return -EHOSTDOWN;
-	}
-	w.started = true;
-	r = exec_open(d, name, &gfd, err, sizeof(err));
-	if (r < 0) {
-		/* Paused (or stopped) while the open waited: say that rather than a timeout. */
-		if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)))
-			send_ended(fd, hold, why, text);
-		else
-			send_error(fd, "cannot reach the guest of %s: %s", name, err);
-		return r;
-	}
-	w.last_guest = w.next_probe = now_ms();
-	r = relay_run(name, fd, gfd, first, hold, &w);
-	log_ws(LOG_DEBUG, name, "exec session in %s ended after %.3f s: %s", name,
-	       (double)(now_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
-	return r;
-}
-
 static void exec_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 {
 	struct exec_job *j = arg;
-	_cleanup_(first_done) struct first first = {0};
+	_cleanup_(exec_first_done) struct exec_first first = {0};
 
-	if (read_request(fd, extra, extra_len, &first) < 0)
+	if (exec_first_read(fd, extra, extra_len, &first) < 0)
 		return;
-	(void)exec_bridge_session(j->d, j->name, fd, &first, NULL);
+	(void)exec_session(j->d, j->name, fd, &first, NULL);
 }
 
 int handle_workspace_exec(struct api_request *req, struct api_reply *reply)
@@ -965,7 +115,7 @@ static void run_progress_fn(const char *step, const char *detail, void *userdata
 	               detail ? detail : "");
 	(void)clock_gettime(CLOCK_MONOTONIC, &p->last_at);
 	p->sent_at = p->last_at;
-	send_progress(p->fd, p->last);
+	exec_send_progress(p->fd, p->last);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -981,7 +131,7 @@ static void *run_ticker(void *arg)
 		if (p->last[0] && ts_diff(&now, &p->sent_at) >= API_STREAM_KEEPALIVE_S) {
 			(void)snprintf(text, sizeof(text), "%.*s (still waiting, %d s)",
 			               CH_MAX_TEXT - 32, p->last, (int)ts_diff(&now, &p->last_at));
-			send_progress(p->fd, text);
+			exec_send_progress(p->fd, text);
 			p->sent_at = now;
 		}
 		deadline = p->sent_at;
@@ -1034,7 +184,7 @@ static void run_remove(struct daemon_ctx *d, const char *name)
 	char err[1024] = "";
 	int r;
 
-	r = api_vm_destroy_and_delete(d, name, err, sizeof(err));
+	r = daemon_destroy_and_delete(d, name, err, sizeof(err));
 	if (r < 0)
 		log_ws(LOG_ERR, name, "run --rm: cannot delete workspace %s: %s", name,
 		       err[0] ? err : slate_strerror(r));
@@ -1050,16 +200,17 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 {
 	struct exec_job *j = arg;
 	struct daemon_ctx *d = j->d;
-	_cleanup_(first_done) struct first first = {0};
+	_cleanup_(exec_first_done) struct exec_first first = {0};
 	struct run_progress rp = {.fd = fd, .lock = PTHREAD_MUTEX_INITIALIZER};
 	bool ticking = false;
 	pthread_t ticker;
-	struct held_end end = {0};
+	struct exec_held_end end = {0};
 	bool created = false;
-	char code[64] = "", err[4096] = "";
+	struct slate_error serr = {0};
+	char err[SLATE_ERROR_MSG_MAX] = "";
 	int r;
 
-	if (read_request(fd, extra, extra_len, &first) < 0)
+	if (exec_first_read(fd, extra, extra_len, &first) < 0)
 		return;
 	if (j->create) {
 		struct api_request creq = {.method = "POST",
@@ -1070,12 +221,12 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 		struct api_reply crep = {0};
 		const char *msg = NULL, *ecode = NULL;
 
-		send_progress(fd, "creating workspace");
+		exec_send_progress(fd, "creating workspace");
 		r = handle_workspace_create(&creq, &crep);
 		if (crep.status != 201) {
 			if (crep.json)
 				(void)api_error_parse(crep.json, &ecode, &msg);
-			send_error(fd, "%s", msg ? msg : slate_strerror(r < 0 ? r : -EIO));
+			exec_send_error(fd, "%s", msg ? msg : slate_strerror(r < 0 ? r : -EIO));
 			json_object_put(crep.json);
 			return;
 		}
@@ -1085,26 +236,26 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 	}
 	/* From here on, with rm, the workspace goes whatever happens. */
 	ticking = run_ticker_start(&rp, &ticker);
-	r = api_vm_start(d, j->name, 0, run_progress_fn, &rp, NULL, code, sizeof(code), err,
-	                 sizeof(err));
+	r = daemon_start(d, j->name, NULL, run_progress_fn, &rp, NULL, NULL, &serr);
 	if (ticking)
 		run_ticker_stop(&rp, ticker);
-	if (r < 0)
+	if (r < 0) {
+		(void)snprintf(err, sizeof(err), "%s", slate_error_text(&serr));
 		goto out;
-	err[0] = '\0';
+	}
 	if (client_gone(fd)) {
 		log_ws(LOG_INFO, j->name, "run in %s: the client went away during the start",
 		       j->name);
 		goto out;
 	}
-	(void)exec_bridge_session(d, j->name, fd, &first, j->rm && created ? &end : NULL);
+	(void)exec_session(d, j->name, fd, &first, j->rm && created ? &end : NULL);
 out:
 	if (j->rm && created) {
-		send_progress(fd, "deleting the workspace");
+		exec_send_progress(fd, "deleting the workspace");
 		run_remove(d, j->name);
 	}
 	if (err[0])
-		send_error(fd, "%s", err);
+		exec_send_error(fd, "%s", err);
 	else if (end.len)
 		(void)fs_write_all(fd, end.buf, end.len);
 }

@@ -114,3 +114,35 @@ int api_route_match(const char *pattern, const char *path, char params[][API_PAR
 	*ret_n = n;
 	return 1;
 }
+
+const char *api_error_code(int code, unsigned *ret_status)
+{
+	static const struct {
+		int code;
+		unsigned status;
+		const char *name;
+	} map[] = {
+	        {-ENOENT, 404, API_ERR_NOT_FOUND},
+	        {-EEXIST, 409, API_ERR_CONFLICT},
+	        {-EALREADY, 409, API_ERR_CONFLICT},
+	        {-ENOTCONN, 409, API_ERR_CONFLICT},
+	        {SLATE_ERR_SHARE, 409, API_ERR_CONFLICT},
+	        {-EBUSY, 409, API_ERR_BUSY},
+	        {-EINVAL, 400, API_ERR_BAD_REQUEST},
+	        {-ENOSPC, 507, API_ERR_NO_SPACE},
+	        {-EDQUOT, 507, API_ERR_NO_SPACE},
+	        {SLATE_ERR_LIBVIRT, 503, API_ERR_UNAVAILABLE},
+	        {SLATE_ERR_COMPROMISED, 409, API_ERR_COMPROMISED},
+	        {SLATE_ERR_BASE_DRIFT, 409, API_ERR_BASE_DRIFT},
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].code == code) {
+			if (ret_status)
+				*ret_status = map[i].status;
+			return map[i].name;
+		}
+	if (ret_status)
+		*ret_status = 500;
+	return API_ERR_FAILED;
+}

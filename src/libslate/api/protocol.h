@@ -34,6 +34,12 @@
 #define API_ERR_BUSY "busy"               /* 409: the workspace runs; stop it first */
 #define API_ERR_UNAVAILABLE "unavailable" /* 503: storage or libvirt cannot be used */
 #define API_ERR_NO_SPACE "no_space"       /* 507: the filesystem is full */
+#define API_ERR_COMPROMISED "compromised" /* 409: a leak quarantined it: wipe first */
+#define API_ERR_BASE_DRIFT "base_drift"   /* 409: its image moved on: reset or keep */
+
+/* The code and HTTP status an error code of the library (a negative errno or SLATE_ERR_*,
+ * util/error.h) is reported with; *ret_status may be NULL. */
+const char *api_error_code(int code, unsigned *ret_status);
 
 /* Event types in a stream: zero or more "progress", then exactly one "result" or "error". */
 #define API_EVENT_PROGRESS "progress"

@@ -13,6 +13,7 @@
 #include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
+#include "daemon/domains.h"
 #include "storage/reflink.h"
 #include "storage/storage.h"
 #include "util/error.h"
@@ -172,7 +173,7 @@ static int check_qemu_access(struct api_stream *s, struct json_object *checks,
 		*slash = '\0';
 	else if (slash)
 		slash[1] = '\0';
-	r = vm_check_qemu_access(d, parent, detail, sizeof(detail));
+	r = daemon_check_qemu_access(d, parent, detail, sizeof(detail));
 	(void)check_emit(s, checks, "qemu-access",
 	                 r == 0  ? "ok"
 	                 : r > 0 ? "fail"
@@ -242,7 +243,7 @@ static int system_check(struct api_stream *s, void *arg)
 	check_kvm(s, checks, d);
 	{
 		char dd[1024];
-		int dr = vm_check_domains((struct daemon_ctx *)d, dd, sizeof(dd));
+		int dr = daemon_check_domains((struct daemon_ctx *)d, dd, sizeof(dd));
 		(void)check_emit(s, checks, "domains", dr == 0 ? "ok" : "warn", "%s", dd);
 	}
 	r = access("/dev/vhost-vsock", R_OK | W_OK);

@@ -7,38 +7,8 @@
 #include <time.h>
 
 #include "api/server.h"
+#include "daemon/daemon.h"
 #include "vm/lifecycle.h"
-
-struct storage;
-struct workspace_store;
-struct vm_events;
-struct channels;
-struct install;
-struct helper;
-
-struct daemon_ctx {
-	const char *state_dir;
-	const char *runtime_dir;
-	const char *libvirt_uri;
-	int state_dirfd;
-	time_t started;
-	/* NULL when the storage could not be opened; storage_error then says why. */
-	struct storage *storage;
-	struct workspace_store *workspaces;
-	const char *storage_error;
-	struct vm_events *vm_events; /* domain events (api/vm.c) */
-	struct channels *channels;   /* the guest channels (channel/channels.h); may be NULL */
-	const char *trusted_keys;    /* catalog keys (dir); NULL: SLATE_SYSCONF_DIR/trusted-keys */
-	const char *channel;         /* the catalog channel followed; NULL: "stable" */
-	const char *catalog_url;     /* the default catalog source, may be NULL */
-	struct install *install;     /* master key, salt (secrets/install.h); NULL if unusable */
-	void *agent;                 /* the SSH agent service's state (api/sshkey.c) */
-	void *proxy;                 /* the egress proxy service's state (api/egress.c) */
-	/* slated-helper, which mounts the pool and starts virtiofsd for shares
-	 * (helper/client.h); NULL when none could be started (helper_error says why). */
-	struct helper *helper;
-	const char *helper_error;
-};
 
 /* Returns the route table (static) and its length in *ret_n. */
 const struct api_route *routes_table(size_t *ret_n);
@@ -74,25 +44,6 @@ int handle_image_verify(struct api_request *req, struct api_reply *reply);
 int handle_workspace_start(struct api_request *req, struct api_reply *reply);
 int handle_workspace_stop(struct api_request *req, struct api_reply *reply);
 int handle_workspace_console(struct api_request *req, struct api_reply *reply);
-/*
- * Starts the workspace (as POST /workspaces/:name/start does: boot, terminal proof, proven-boot
- * checkpoint), reporting progress through progress_fn. On failure code and msg say why.
- */
-int api_vm_start(struct daemon_ctx *d, const char *name, unsigned timeout_s,
-                 vm_progress_fn progress_fn, void *userdata, struct json_object **ret, char *code,
-                 size_t code_len, char *msg, size_t msg_len);
-/* Powers the workspace's domain off (if it runs), forgets it and deletes the workspace, under
- * its lock. For `slate run --rm` and for the ephemeral workspaces slated finds at start. */
-int api_vm_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen);
-/* Starts domain events, probes KVM, picks up running domains and logs orphans. Returns 0. */
-int vm_daemon_start(struct daemon_ctx *d);
-void vm_daemon_stop(struct daemon_ctx *d);
-/* Fills detail for the doctor; returns the number of orphaned slate-* domains, or < 0. */
-int vm_check_domains(struct daemon_ctx *d, char *detail, size_t len);
-/* Whether QEMU, as the user libvirt runs it as, can search every directory from / down to dir.
- * Returns 0 (detail says as whom), 1 when a directory blocks it (detail: which, whom, the fix),
- * or < 0 when that cannot be told (detail says why). */
-int vm_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *detail, size_t len);
 /* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
  * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
 int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);
@@ -128,7 +79,3 @@ struct json_object *api_image_json(const struct image_info *i, bool with_install
 const char *api_digest_text(const char *stored, char out[API_DIGEST_TEXT_MAX]);
 /* In api/trace.c: the audit trail (workspace/audit.h). */
 int handle_trace(struct api_request *req, struct api_reply *reply);
-/* In api/provision.c: hands the running guest its placeholders (environment, files) and the
- * egress CA through `slate-guest --provision`. Called after every boot; call it again when the
- * workspace's secrets change while it runs. */
-int api_vm_provision(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen);

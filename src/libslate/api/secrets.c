@@ -12,6 +12,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
+#include "daemon/provision.h"
 #include "secrets/install.h"
 #include "secrets/secrets.h"
 #include "secrets/vault.h"
@@ -183,7 +184,7 @@ static struct json_object *reprovision(struct daemon_ctx *d, uid_t owner, const 
 		char err[512] = "";
 		if (w->owner != owner || channels_info(d->channels, w->name, &ci) < 0 || !ci.ready)
 			continue;
-		if (api_vm_provision(d, w, err, sizeof(err)) < 0)
+		if (daemon_provision(d, w, err, sizeof(err)) < 0)
 			log_ws(LOG_WARNING, w->name, "provisioning %s after a secret change: %s",
 			       w->name, err);
 		else

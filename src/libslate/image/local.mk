@@ -47,8 +47,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/image/fetch.c src/libslate/image/fetch.h \
 	src/libslate/image/expand.c src/libslate/image/expand.h \
 	src/libslate/image/verify.c src/libslate/image/verify.h \
-	src/libslate/image/pull.c src/libslate/image/pull.h \
-	src/libslate/api/catalog.c
+	src/libslate/image/pull.c src/libslate/image/pull.h
 
 # The strict qcow2 header check a catalog's qcow2 disk passes before qemu-img reads it (no
 # backing file, no external data file, no encryption, no unknown incompatible feature).

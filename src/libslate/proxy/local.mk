@@ -1,5 +1,4 @@
 # proxy/: the egress proxy (doc/egress-proxy.md). sigv4.* is in sigv4.mk.
-src_libslate_libslate_la_SOURCES += src/libslate/api/egress.c
 src_libslate_libslate_la_SOURCES += \
 	src/libslate/proxy/http.c src/libslate/proxy/http.h \
 	src/libslate/proxy/host.c src/libslate/proxy/host.h \

@@ -83,14 +83,16 @@ long tripwire_encode(const char *ph, size_t len, enum tripwire_enc enc, unsigned
 	case TRIPWIRE_JSON_U:
 		return v > 1 ? 0 : put_hex(w, wl, "\\u00", v == 1, out, out_size);
 	case TRIPWIRE_BASE64:
-		return v > 2 ? 0 : put_base64(w, wl, v, sodium_base64_VARIANT_ORIGINAL_NO_PADDING, out,
-		                              out_size);
+		return v > 2 ? 0
+		             : put_base64(w, wl, v, sodium_base64_VARIANT_ORIGINAL_NO_PADDING, out,
+		                          out_size);
 	case TRIPWIRE_BASE64URL:
 		if (v > 2)
 			return 0;
 		r = put_base64(w, wl, v, sodium_base64_VARIANT_URLSAFE_NO_PADDING, out, out_size);
 		/* Only where it differs from the standard alphabet's. */
-		return r > 0 && !memchr(out, '-', (size_t)r) && !memchr(out, '_', (size_t)r) ? 0 : r;
+		return r > 0 && !memchr(out, '-', (size_t)r) && !memchr(out, '_', (size_t)r) ? 0
+		                                                                             : r;
 	default:
 		return 0;
 	}
@@ -256,8 +258,8 @@ static void cache_key(const char *const *placeholders, size_t n, uint8_t *key)
 		uint64_t len = placeholders[i] ? strlen(placeholders[i]) : 0;
 		(void)crypto_generichash_update(&st, (const unsigned char *)&len, sizeof(len));
 		if (len)
-			(void)crypto_generichash_update(
-			        &st, (const unsigned char *)placeholders[i], (size_t)len);
+			(void)crypto_generichash_update(&st, (const unsigned char *)placeholders[i],
+			                                (size_t)len);
 	}
 	(void)crypto_generichash_final(&st, key, crypto_generichash_BYTES);
 }

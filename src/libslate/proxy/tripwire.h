@@ -33,11 +33,11 @@
 #define TRIPWIRE_WINDOW 32u /* bytes of a placeholder's tail its encoded forms are made of */
 
 enum tripwire_enc {
-	TRIPWIRE_RAW = 0,        /* the placeholder as it is */
-	TRIPWIRE_PERCENT,        /* %XX */
-	TRIPWIRE_JSON_U,         /* \u00XX */
-	TRIPWIRE_BASE64,         /* standard alphabet (+/) */
-	TRIPWIRE_BASE64URL,      /* URL-safe alphabet (-_), when it differs */
+	TRIPWIRE_RAW = 0,   /* the placeholder as it is */
+	TRIPWIRE_PERCENT,   /* %XX */
+	TRIPWIRE_JSON_U,    /* \u00XX */
+	TRIPWIRE_BASE64,    /* standard alphabet (+/) */
+	TRIPWIRE_BASE64URL, /* URL-safe alphabet (-_), when it differs */
 	_TRIPWIRE_ENC_MAX,
 };
 

@@ -1,5 +1,4 @@
 # secrets/: see doc/secrets.md and doc/architecture.md
-src_libslate_libslate_la_SOURCES += src/libslate/api/secrets.c
 src_libslate_libslate_la_SOURCES += src/libslate/secrets/install.c src/libslate/secrets/install.h
 src_libslate_libslate_la_SOURCES += src/libslate/secrets/secrets.h \
 	src/libslate/secrets/secret.c \

@@ -31,8 +31,42 @@ enum slate_err {
 	SLATE_ERR_SIZE_MISMATCH = -(SLATE_ERR_BASE + 19), /* more or fewer bytes than declared */
 	SLATE_ERR_DIGEST_MISMATCH = -(SLATE_ERR_BASE + 20), /* SHA-256 differs from the declared */
 	SLATE_ERR_KEY_PERMISSIONS = -(SLATE_ERR_BASE + 21), /* secret key file open to others */
-	SLATE_ERR_LAST_ = -(SLATE_ERR_BASE + 22),
+	SLATE_ERR_COMPROMISED = -(SLATE_ERR_BASE + 22), /* quarantined after a leak: wipe first */
+	SLATE_ERR_BASE_DRIFT = -(SLATE_ERR_BASE + 23),  /* cloned from an older image version */
+	SLATE_ERR_SHARE = -(SLATE_ERR_BASE + 24),       /* a shared folder may not be served */
+	SLATE_ERR_LIBVIRT = -(SLATE_ERR_BASE + 25),     /* libvirt cannot be reached or asked */
+	SLATE_ERR_LAST_ = -(SLATE_ERR_BASE + 26),
 };
 
 /* Returns a static description of r: a slate_err code or a negative errno. Never NULL. */
 const char *slate_strerror(int r);
+
+/*
+ * The library's error with its context (after crun's libcrun_error_t). A function that can fail
+ * in more than one way takes `struct slate_error *err` (NULL: the caller wants the code only),
+ * returns the negative code, and says in err what failed; a caller that knows more puts its
+ * context in front with slate_error_wrap, so that the message reads from the outermost context
+ * in: "start ws1: preparing its disks: No space left on device". Library code does not log an
+ * error it returns: whoever ends its journey (a reply, a log line) shows it once.
+ */
+#define SLATE_ERROR_MSG_MAX 4096
+
+struct slate_error {
+	int code;                      /* 0: none; else a negative errno or a SLATE_ERR_* */
+	char msg[SLATE_ERROR_MSG_MAX]; /* "" until set; always NUL-terminated */
+};
+
+/* Sets err (may be NULL) to code and the formatted message. Returns code. */
+int slate_error_set(struct slate_error *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* The same, with ": " and code's description after the message, unless the message already
+ * ends with it (no "X: No such file: No such file"). Returns code. */
+int slate_error_errno(struct slate_error *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* Puts the formatted context and ": " in front of err's message (err's code is kept, or set to
+ * code when err holds none yet, its message then code's description). Returns err's code, or
+ * code when err is NULL. */
+int slate_error_wrap(struct slate_error *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* err's message, or its code's description when it has none. Never NULL. */
+const char *slate_error_text(const struct slate_error *err);

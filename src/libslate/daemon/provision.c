@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/exec.h"
-#include "api/routes.h"
+#include "daemon/daemon.h"
+#include "daemon/exec.h"
+#include "daemon/provision.h"
 #include "proxy/ca.h"
 #include "secrets/install.h"
 #include "secrets/provision.h"
@@ -110,7 +111,7 @@ static int render_view(struct buf *b, struct json_object *view, const char *user
 	return 0;
 }
 
-int api_vm_provision(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen)
+int daemon_provision(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_json_ struct json_object *view = NULL;

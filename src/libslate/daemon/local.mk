@@ -1,0 +1,9 @@
+# daemon/: what slated holds while it runs and the workspace operations on it (daemon/daemon.h),
+# calling each other in one direction: run -> start -> provision -> exec.
+src_libslate_libslate_la_SOURCES += \
+	src/libslate/daemon/daemon.h \
+	src/libslate/daemon/exec.c src/libslate/daemon/exec.h \
+	src/libslate/daemon/provision.c src/libslate/daemon/provision.h \
+	src/libslate/daemon/shares.c src/libslate/daemon/shares.h \
+	src/libslate/daemon/start.c src/libslate/daemon/start.h \
+	src/libslate/daemon/domains.c src/libslate/daemon/domains.h

@@ -1,0 +1,682 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Starting and stopping a workspace's virtual machine (daemon/start.h): its disks prepared, its
+ * shares served, its domain defined and booted, a terminal proven, its shares mounted and the
+ * guest provisioned, then the proven-boot checkpoint; and the way back.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel/channels.h"
+#include "channel/proto.h"
+#include "daemon/daemon.h"
+#include "daemon/domains.h"
+#include "daemon/exec.h"
+#include "daemon/provision.h"
+#include "daemon/shares.h"
+#include "daemon/start.h"
+#include "image/store.h"
+#include "storage/storage.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/log.h"
+#include "vm/domain.h"
+#include "vm/kvm.h"
+#include "vm/lifecycle.h"
+#include "vm/qemu-user.h"
+#include "vm/xml.h"
+#include "workspace/workspace.h"
+
+/* The kernel command line: the image's, with the root disk named when the image did not. */
+static char *make_cmdline(const char *image_cmdline)
+{
+	const char *base = image_cmdline && *image_cmdline ? image_cmdline : "console=ttyS0";
+	char *out = NULL;
+
+	if (strstr(base, "root="))
+		return strdup(base);
+	if (asprintf(&out, "%s root=/dev/vda rw", base) < 0)
+		return NULL;
+	return out;
+}
+
+struct boot_paths {
+	char *ws_dir, *run_dir, *disk, *home, *kernel, *initrd, *cmdline, *log, *sock;
+	char *fs_sock[VM_MAX_SHARES]; /* each share's virtiofsd socket */
+	char tags[VM_MAX_SHARES][16];
+	struct vm_share shares[VM_MAX_SHARES];
+};
+
+static void boot_paths_free(struct boot_paths *p)
+{
+	free(p->ws_dir);
+	free(p->run_dir);
+	free(p->disk);
+	free(p->home);
+	free(p->kernel);
+	free(p->initrd);
+	free(p->cmdline);
+	free(p->log);
+	free(p->sock);
+	for (size_t i = 0; i < VM_MAX_SHARES; i++)
+		free(p->fs_sock[i]);
+}
+
+#define PROOF_TIMEOUT_S 120
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct pause_ctx {
+	virDomainPtr dom;
+	double paused_at, paused_ms;
+	bool paused;
+};
+
+static int cp_pause(void *userdata)
+{
+	struct pause_ctx *p = userdata;
+
+	if (virDomainSuspend(p->dom) < 0)
+		return -EIO;
+	p->paused = true;
+	p->paused_at = now_s();
+	return 0;
+}
+
+static void cp_resume(void *userdata)
+{
+	struct pause_ctx *p = userdata;
+
+	if (!p->paused)
+		return;
+	/* A guest left paused is a half-started workspace: try again before giving up. */
+	for (int i = 0; virDomainResume(p->dom) < 0; i++) {
+		if (i == 2) {
+			log_warning("cannot resume %s after its checkpoint: %s",
+			            virDomainGetName(p->dom), vm_last_error());
+			break;
+		}
+		(void)usleep(500 * 1000);
+	}
+	p->paused_ms = (now_s() - p->paused_at) * 1000;
+	p->paused = false;
+}
+
+/*
+ * The proven-boot checkpoint: disk.img and home.img cloned together while the domain is paused
+ * (QEMU drains and flushes its disk I/O when it pauses), so the pair is consistent.
+ */
+static int proven_checkpoint(struct daemon_ctx *d, virConnectPtr conn, const char *name,
+                             struct checkpoint_info *cp, double *ret_pause_ms)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	struct pause_ctx pc = {0};
+	struct checkpoint_hooks h = {.pause = cp_pause, .resume = cp_resume, .userdata = &pc};
+	int r;
+
+	r = vm_domain_lookup(conn, name, &dom);
+	if (r < 0)
+		return r;
+	pc.dom = dom;
+	r = workspace_checkpoint_create_hooked(d->workspaces, name, "proven boot", &h, cp);
+	cp_resume(&pc);
+	*ret_pause_ms = pc.paused_ms;
+	return r;
+}
+
+/* Where a start reports progress and failure. */
+struct start_io {
+	vm_progress_fn progress;
+	void *userdata;
+	struct slate_error *err;
+	bool booted; /* this start defined and booted the domain */
+};
+
+_printf_(3, 4) static int start_fail(struct start_io *s, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->err) {
+		s->err->code = code;
+		va_start(ap, fmt);
+		(void)vsnprintf(s->err->msg, sizeof(s->err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static void start_progress(const char *step, const char *detail, void *userdata)
+{
+	struct start_io *s = userdata;
+
+	if (s->progress)
+		s->progress(step, detail, s->userdata);
+}
+
+/*
+ * QEMU's "Permission denied" names a file, not who was denied: the directories were checked
+ * before the define, so what is left is the file itself, an ACL or a security module.
+ */
+static void explain_denied(const struct daemon_ctx *d, char *err, size_t len)
+{
+	struct vm_qemu_user u;
+	size_t l = strlen(err);
+
+	if (!strstr(err, "Permission denied") || vm_qemu_user_load(d->libvirt_uri, NULL, &u) <= 0)
+		return;
+	(void)snprintf(err + l, len - l,
+	               " (QEMU runs as user %s, uid %u, gid %u: that user must be able to open "
+	               "the file and search every directory above it)",
+	               u.name, (unsigned)u.uid, (unsigned)u.gid);
+}
+
+/*
+ * Powers off and forgets what a failed start left of the workspace's domain (running, or paused
+ * half-way through libvirt's start), over a connection of its own: the start's may be the thing
+ * that broke. The caller holds the workspace lock.
+ */
+static void start_undo(struct daemon_ctx *d, const char *name, const char *why)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	struct vm_stop_result sr;
+	enum vm_state state;
+	char err[1024] = "";
+	int r;
+
+	if (vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, name, &state) < 0) {
+		log_ws(LOG_WARNING, name, "cannot ask libvirt what the failed start of %s left: %s",
+		       name, vm_last_error());
+		return;
+	}
+	if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
+		log_ws(LOG_NOTICE, name, "start %s failed (%s): powering off the %s domain it left",
+		       name, why, state == VM_STATE_PAUSED ? "paused" : "running");
+		if (d->channels)
+			channels_detach(d->channels, name);
+		r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr,
+		            err, sizeof(err));
+		if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
+			log_ws(LOG_WARNING, name, "cannot power %s off: %s", name, err);
+	}
+	(void)vm_domain_forget(d->libvirt_uri, name, false);
+}
+
+static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_start_opts *op,
+                    struct start_io *s, struct daemon_started *ret)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_(image_info_freep) struct image_info *img = NULL;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_free_ char *template = NULL, *origin = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	struct boot_paths p = {0};
+	struct vm_boot_result br;
+	struct vm_config c;
+	enum vm_state state;
+	char domain[128], errbuf[4096] = "";
+	_cleanup_free_ char *channel_sock = NULL;
+	struct checkpoint_info cp = {0};
+	double t0, proof_s, pause_ms = 0;
+	bool drift, running;
+	int r;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return start_fail(s, r, "start %s: cannot lock: %s", name, slate_strerror(r));
+	r = workspace_load(d->workspaces, name, &w);
+	if (r < 0)
+		return start_fail(s, r, "start %s: %s", name,
+		                  r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
+	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
+	if (workspace_quarantined(w))
+		return start_fail(
+		        s, SLATE_ERR_COMPROMISED,
+		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
+		        "start until its disk and home are wiped: 'slate wipe %s' (or 'slate "
+		        "reset' "
+		        "and 'slate wipe-home'); settings, secrets and shares are kept",
+		        name,
+		        w->compromised_host ? w->compromised_host : "a host it is not bound to",
+		        name);
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0)
+		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot connect to %s: %s",
+		                  name, d->libvirt_uri, vm_last_error());
+	r = vm_workspace_state(conn, name, &state);
+	if (r < 0)
+		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot ask libvirt: %s", name,
+		                  vm_last_error());
+
+	r = image_store_get(d->storage, w->image_id, &img);
+	if (r < 0)
+		return start_fail(s, r,
+		                  "start %s: image '%s' is not installed ('slate image ls'): %s",
+		                  name, w->image_id, slate_strerror(r));
+	drift = w->disk_present && img->version != w->base_version;
+	if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) {
+		if (drift && op->reset_to_base) {
+			start_progress("resetting",
+			               "discarding disk.img for a fresh clone of the base", s);
+			r = workspace_reset(d->workspaces, name);
+			if (r < 0)
+				return start_fail(s, r, "start %s: reset: %s", name,
+				                  slate_strerror(r));
+		} else if (drift && !op->as_is) {
+			return start_fail(
+			        s, SLATE_ERR_BASE_DRIFT,
+			        "workspace '%s' was cloned from version %lld of image '%s', which "
+			        "is "
+			        "now at version %lld: start it with --reset-to-base (a fresh "
+			        "system "
+			        "disk from the new base; home is kept) or --as-is (keep its disk)",
+			        name, (long long)w->base_version, w->image_id,
+			        (long long)img->version);
+		} else if (drift) {
+			char msg[256];
+			(void)snprintf(msg, sizeof(msg),
+			               "keeping disk.img from image version %lld (now %lld)",
+			               (long long)w->base_version, (long long)img->version);
+			start_progress("base-drift", msg, s);
+		}
+		start_progress("preparing", "disk.img and home.img", s);
+		r = workspace_prepare(d->workspaces, name);
+		if (r < 0)
+			return start_fail(s, r,
+			                  "start %s: preparing its disks: %s", name,
+			                  slate_strerror(r));
+		workspace_free(TAKE_PTR(w));
+		r = workspace_load(d->workspaces, name, &w);
+		if (r < 0)
+			return start_fail(s, r, "start %s: %s", name, slate_strerror(r));
+		if (w->compromised) {
+			log_ws(LOG_NOTICE, name,
+			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
+			       "allowed to start again",
+			       name, w->compromised_host ? w->compromised_host : "?");
+			w->compromised = false;
+			w->compromised_at = 0;
+			free(w->compromised_host);
+			w->compromised_host = NULL;
+			r = workspace_save(d->workspaces, w);
+			if (r < 0)
+				return start_fail(s, r, "start %s: %s", name, slate_strerror(r));
+		}
+	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
+		return start_fail(
+		        s, -EBUSY,
+		        "start %s: it is suspended with memory that uses its current disk; "
+		        "'slate stop --force %s' discards that first",
+		        name, name);
+	}
+
+	r = vm_template_load(NULL, &template, &origin);
+	if (r < 0)
+		return start_fail(s, r,
+		                  "start %s: cannot read the domain template %s/libvirt-xml/"
+		                  "domain.xml: %s",
+		                  name, SLATE_SYSCONF_DIR, slate_strerror(r));
+	(void)vm_domain_name(name, domain, sizeof(domain));
+	p.ws_dir = workspace_dir_path(d->workspaces, name);
+	r = daemon_runtime_dir(d, name, &p.run_dir);
+	if (r < 0 || !p.ws_dir) {
+		boot_paths_free(&p);
+		return start_fail(s, r < 0 ? r : -ENOMEM, "start %s: runtime directory: %s", name,
+		                  slate_strerror(r < 0 ? r : -ENOMEM));
+	}
+	r = fs_make_traversable(storage_state_path(d->storage), p.ws_dir);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
+		       slate_strerror(r));
+	/* Above the state directory slated changes nothing: say what blocks QEMU there, before
+	 * QEMU says only "Permission denied". A QEMU that runs already has its files open. */
+	r = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED
+	            ? 0
+	            : daemon_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
+	if (r > 0) {
+		boot_paths_free(&p);
+		log_ws(LOG_WARNING, name, "start %s: %s", name, errbuf);
+		return start_fail(s, -EACCES, "start %s: %s", name, errbuf);
+	}
+	errbuf[0] = '\0';
+	p.disk = fs_path_join(p.ws_dir, "disk.img");
+	p.home = fs_path_join(p.ws_dir, "home.img");
+	p.log = fs_path_join(p.run_dir, "console.log");
+	p.sock = fs_path_join(p.run_dir, "channel.sock");
+	if (img->kernel_boot) {
+		_cleanup_free_ char *idir = fs_path_join(storage_images_path(d->storage), img->id);
+		p.kernel = idir ? fs_path_join(idir, "vmlinuz") : NULL;
+		p.initrd = idir ? fs_path_join(idir, "initrd.img") : NULL;
+		p.cmdline = make_cmdline(img->cmdline);
+	}
+	if (!p.disk || !p.home || !p.log || !p.sock ||
+	    (img->kernel_boot && (!p.kernel || !p.initrd || !p.cmdline))) {
+		boot_paths_free(&p);
+		return -ENOMEM;
+	}
+	/* A domain that runs (or is paused) keeps the virtiofsd it has; otherwise what a domain
+	 * that went left behind goes first. */
+	running = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED;
+	if (!running && w->n_shares > 0)
+		shares_release(d, name);
+	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
+		const struct workspace_share *sh = &w->shares[i];
+		uid_t expect = sh->uid != (uid_t)-1 ? sh->uid
+		               : w->owner != 0      ? w->owner
+		                                    : (uid_t)-1;
+
+		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
+		if (running) {
+			p.fs_sock[i] = shares_path(p.run_dir, p.tags[i], ".sock");
+			r = 0;
+		} else
+			r = shares_serve(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], errbuf,
+			                sizeof(errbuf));
+		if (r >= 0 && !p.fs_sock[i])
+			r = -ENOMEM;
+		if (r < 0) {
+			shares_release(d, name);
+			boot_paths_free(&p);
+			log_ws(LOG_WARNING, name, "start %s refused: %s", name, errbuf);
+			return start_fail(
+			        s,
+			        r == -ELOOP || r == -EPERM || r == -ENOTDIR || r == -ENOENT
+			                ? SLATE_ERR_SHARE
+			                : r,
+			        "start %s: %s", name, errbuf[0] ? errbuf : slate_strerror(r));
+		}
+		p.shares[i] = (struct vm_share){
+		        .socket = p.fs_sock[i], .tag = p.tags[i], .readonly = sh->readonly};
+	}
+	c = (struct vm_config){
+	        .domain_name = domain,
+	        .uuid = w->uuid,
+	        .workspace = name,
+	        .owner = w->owner,
+	        .image_id = w->image_id,
+	        .base_version = w->base_version,
+	        .mac = w->mac,
+	        .memory_mib = w->memory_mib,
+	        .cpus = w->cpus,
+	        .kvm = vm_kvm_usable(d->libvirt_uri) > 0,
+	        .disk = p.disk,
+	        .home = p.home,
+	        .disk_io = vm_disk_io(),
+	        .kernel = p.kernel,
+	        .initrd = p.initrd,
+	        .cmdline = p.cmdline,
+	        .console_log = p.log,
+	        .channel_socket = p.sock,
+	        .vsock = access("/dev/vhost-vsock", R_OK | W_OK) == 0,
+	        .shares = p.shares,
+	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
+	};
+	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
+	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, errbuf,
+	            sizeof(errbuf));
+	channel_sock = TAKE_PTR(p.sock);
+	boot_paths_free(&p);
+	if (r < 0) {
+		/* A failed boot (a libvirt connection lost mid-start, say) leaves nothing behind. */
+		if ((state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) && r != -EEXIST) {
+			start_undo(d, name, errbuf);
+			shares_release(d, name);
+		}
+		explain_denied(d, errbuf, sizeof(errbuf));
+		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
+		return start_fail(s, r, "start %s: %s", name, errbuf);
+	}
+	s->booted = !br.already_running && !br.resumed;
+	w->last_used = time(NULL);
+	r = workspace_save(d->workspaces, w);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "cannot record last use: %s", slate_strerror(r));
+	if (!br.already_running)
+		log_ws(LOG_INFO, name, "%s %s (%s) in %.1f s", br.resumed ? "resumed" : "booted",
+		       domain, vm_accel_name(br.kvm), br.boot_s);
+
+	/* The guest is up when a shell on a terminal runs a command, not when it says so. */
+	if (!c.vsock && d->channels)
+		(void)channels_attach(d->channels, name, channel_sock);
+	start_progress("proving", "a login shell on a terminal runs a command", s);
+	t0 = now_s();
+	r = exec_terminal_proof(d, name, (op->timeout_s ? op->timeout_s : PROOF_TIMEOUT_S) * 1000,
+	                        errbuf, sizeof(errbuf));
+	if (r < 0) {
+		free(cp.note);
+		log_ws(LOG_WARNING, name, "terminal proof of %s failed: %s", name, errbuf);
+		return start_fail(s, r,
+		                  "start %s: the guest booted but its terminal proof failed: %s; "
+		                  "it still runs: 'slate console %s' to look, 'slate stop --force "
+		                  "%s' to stop it",
+		                  name, errbuf, name, name);
+	}
+	proof_s = now_s() - t0;
+	if (w->n_shares > 0 && !br.resumed && !br.already_running) {
+		start_progress("sharing", "mounting the shared host folders", s);
+		r = shares_mount(d, w, errbuf, sizeof(errbuf));
+		if (r < 0)
+			return start_fail(s, r,
+			                  "start %s: mounting its shares in the guest: %s", name,
+			                  errbuf);
+	}
+	if (!br.resumed && !br.already_running) {
+		start_progress("provisioning", "placeholders and the egress CA", s);
+		r = daemon_provision(d, w, errbuf, sizeof(errbuf));
+		if (r < 0)
+			return start_fail(s, r, "start %s: provisioning the guest: %s",
+			                  name, errbuf);
+		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
+		if (r < 0)
+			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
+			       slate_strerror(r));
+		else
+			log_ws(LOG_INFO, name, "proven-boot checkpoint %s of %s (paused %.1f ms)",
+			       cp.id, name, pause_ms);
+	}
+	if (ret) {
+		*ret = (struct daemon_started){.kvm = c.kvm,
+		                               .resumed = br.resumed,
+		                               .already_running = br.already_running,
+		                               .boot_s = br.boot_s,
+		                               .proof_s = proof_s,
+		                               .checkpoint_pause_ms = pause_ms};
+		(void)snprintf(ret->domain, sizeof(ret->domain), "%s", domain);
+		(void)snprintf(ret->disk_io, sizeof(ret->disk_io), "%s", br.disk_io);
+		(void)snprintf(ret->checkpoint, sizeof(ret->checkpoint), "%s", cp.id);
+	}
+	free(cp.note);
+	return 0;
+}
+
+/*
+ * After a start whose client went away: nobody reads the error or acts on it, so the start must
+ * not leave a half state. One that failed after it booted the domain is undone (powered off and
+ * forgotten, as if never started); one that succeeded must leave the guest running, not paused
+ * (a checkpoint's resume that failed is tried again). A start that failed before it booted left
+ * nothing to undo.
+ */
+static void start_settle_orphan(struct daemon_ctx *d, const char *name, const struct start_io *io,
+                                int start_r)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	enum vm_state state;
+
+	if (start_r < 0 && !io->booted)
+		return;
+	if (workspace_lock(d->workspaces, name, &lock_fd) < 0)
+		return;
+	if (start_r < 0) {
+		/* start_undo() asks libvirt over a connection of its own. */
+		log_ws(LOG_NOTICE, name, "start %s failed after its client went away",
+		       name);
+		start_undo(d, name, slate_error_text(io->err));
+		shares_release(d, name);
+		return;
+	}
+	/* Paused by the leak detector is paused on purpose. */
+	if (vm_connect(d->libvirt_uri, &conn) < 0 ||
+	    vm_workspace_state(conn, name, &state) < 0 || state != VM_STATE_PAUSED ||
+	    workspace_load(d->workspaces, name, &w) < 0 || workspace_quarantined(w))
+		return;
+	if (vm_domain_lookup(conn, name, &dom) < 0 || virDomainResume(dom) < 0)
+		log_ws(LOG_WARNING, name, "%s is paused after its start and cannot resume: %s",
+		       name, vm_last_error());
+	else
+		log_ws(LOG_NOTICE, name, "resumed %s, found paused after its start", name);
+}
+
+int daemon_start(struct daemon_ctx *d, const char *name, const struct daemon_start_opts *opts,
+                 vm_progress_fn progress, void *userdata, bool (*gone)(void *userdata),
+                 struct daemon_started *ret, struct slate_error *err)
+{
+	static const struct daemon_start_opts none;
+	struct slate_error own = {0};
+	struct start_io io = {.progress = progress, .userdata = userdata, .err = err ? err : &own};
+	int r;
+
+	if (workspace_name_check(name) < 0)
+		return slate_error_set(err, -EINVAL, "start: invalid workspace name");
+	io.err->code = 0;
+	io.err->msg[0] = '\0';
+	r = do_start(d, name, opts ? opts : &none, &io, ret);
+	if (r < 0 && !io.err->msg[0])
+		(void)slate_error_errno(io.err, r, "start %s", name);
+	/* A start whose client went away must not leave a half state (start_settle_orphan). */
+	if (gone && gone(userdata))
+		start_settle_orphan(d, name, &io, r);
+	return r;
+}
+
+int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	struct vm_stop_result sr;
+	int r;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return r;
+	if (d->channels)
+		channels_detach(d->channels, name);
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0) {
+		(void)snprintf(err, errlen, "cannot connect to %s: %s", d->libvirt_uri,
+		               vm_last_error());
+		return r;
+	}
+	r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr, err,
+	            errlen);
+	if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
+		return r;
+	(void)vm_domain_forget(d->libvirt_uri, name, true);
+	shares_release(d, name);
+	r = workspace_delete(d->workspaces, name);
+	if (r < 0)
+		(void)snprintf(err, errlen, "deleting: %s", slate_strerror(r));
+	return r;
+}
+
+/*
+ * An orderly shutdown asked through the guest agent: images without an ACPI daemon (the test
+ * image's busybox init) ignore the power button. systemd guests get `systemctl poweroff`; others
+ * a sync and an immediate power-off. The command's end is not awaited (the agent goes with the
+ * guest); vm_stop's ACPI request and wait follow either way.
+ */
+static bool guest_poweroff(struct daemon_ctx *d, const char *name)
+{
+	static const char script[] = "if [ -d /run/systemd/system ]; then systemctl --no-block "
+	                             "poweroff; else sync; (sleep 0.2; poweroff -f) & fi";
+	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
+	struct channel_info ci;
+	char out[256], err[256];
+	int status;
+
+	if (!req || !d->channels || channels_info(d->channels, name, &ci) < 0 || !ci.ready)
+		return false;
+	req->args[req->n_args++] = (struct ex_str){"sh", 2};
+	req->args[req->n_args++] = (struct ex_str){"-c", 2};
+	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
+	req->user = (struct ex_str){"root", 4};
+	if (exec_collect(d, name, req, NULL, 3000, out, sizeof(out), &status, err, sizeof(err)) < 0)
+		log_ws(LOG_DEBUG, name, "power-off through the guest agent: %s", err);
+	return true;
+}
+
+int daemon_stop(struct daemon_ctx *d, const char *name, const struct daemon_stop_opts *opts,
+                vm_progress_fn progress, void *userdata, struct daemon_stopped *ret,
+                struct slate_error *err)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_close_ int lock_fd = -1;
+	enum vm_stop_mode mode = opts->force     ? VM_STOP_FORCE
+	                         : opts->suspend ? VM_STOP_SUSPEND
+	                                         : VM_STOP_SHUTDOWN;
+	struct vm_stop_result sr;
+	char errbuf[1024] = "";
+	enum vm_state state;
+	bool asked;
+	int r;
+
+	r = workspace_lock(d->workspaces, name, &lock_fd);
+	if (r < 0)
+		return slate_error_errno(err, r, "stop %s: cannot lock", name);
+	r = vm_connect(d->libvirt_uri, &conn);
+	if (r < 0)
+		return slate_error_set(err, SLATE_ERR_LIBVIRT, "stop %s: cannot connect to %s: %s",
+		                       name, d->libvirt_uri, vm_last_error());
+	/* A paused guest cannot power itself off, and a quarantined one must not run another
+	 * instruction: both are powered off at once, whatever was asked. */
+	if (mode != VM_STOP_FORCE && vm_workspace_state(conn, name, &state) >= 0 &&
+	    workspace_load(d->workspaces, name, &w) >= 0 &&
+	    (state == VM_STATE_PAUSED || workspace_quarantined(w))) {
+		if (progress)
+			progress("destroying",
+			         workspace_quarantined(w) ? "compromised: powering off at once"
+			                                  : "paused: powering off at once",
+			         userdata);
+		mode = VM_STOP_FORCE;
+	}
+	workspace_free(TAKE_PTR(w));
+	asked = mode == VM_STOP_SHUTDOWN && guest_poweroff(d, name);
+	r = vm_stop(conn, name, mode, opts->timeout_s, progress, userdata, &sr, errbuf,
+	            sizeof(errbuf));
+	if (r >= 0 && asked)
+		sr.was_running = true; /* it went before vm_stop looked */
+	if (r >= 0 && mode != VM_STOP_SUSPEND)
+		shares_release(d, name);
+	if (r < 0)
+		return slate_error_set(err, r, "stop %s: %s", name, errbuf);
+	if (vm_workspace_state(conn, name, &state) < 0)
+		state = VM_STATE_STOPPED;
+	if (workspace_load(d->workspaces, name, &w) >= 0) {
+		w->last_used = time(NULL);
+		(void)workspace_save(d->workspaces, w);
+	}
+	if (sr.was_running)
+		log_ws(LOG_INFO, name, "%s %s in %.1f s",
+		       mode == VM_STOP_SUSPEND ? "suspended"
+		       : sr.destroyed          ? "destroyed"
+		                               : "shut down",
+		       name, sr.stop_s);
+	*ret = (struct daemon_stopped){.state = state,
+	                               .was_running = sr.was_running,
+	                               .destroyed = sr.destroyed,
+	                               .stop_s = sr.stop_s};
+	return 0;
+}
