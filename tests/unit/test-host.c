@@ -122,7 +122,7 @@ static void test_shared_zone(void **state)
 	static const struct {
 		const char *host, *zone, *instance, *example;
 	} cases[] = {
-	        /* The case: the tests' binding, and the names it hands the key to. */
+	        /* The binding tests used to make, and the names it hands the key to. */
 	        {"amazonaws.com", "s3.amazonaws.com", "s3.amazonaws.com",
 	         "evil-bucket.s3.amazonaws.com"},
 	        {"s3.amazonaws.com", "s3.amazonaws.com", "s3.amazonaws.com",
