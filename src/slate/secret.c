@@ -21,6 +21,8 @@ static const char usage_text[] =
         "Usage: slate secret set (NAME|--global) KEY --host HOST[,HOST...] [--kind KIND]\n"
         "                        [--env VAR] [--file GUEST_PATH] [--body] [--query PARAM]\n"
         "                        [--allow-plain-http]\n"
+        "       slate secret set (NAME|--global) KEY --kind aws --region REGION[,REGION...]\n"
+        "                        --service SERVICE[,SERVICE...] [--host HOST[,HOST...]] ...\n"
         "       slate secret ls [NAME]\n"
         "       slate secret rm (NAME|--global) KEY\n"
         "\n"
@@ -36,6 +38,15 @@ static const char usage_text[] =
         "~/.git-credentials, ~/.config/gh/hosts.yml, ~/.aws/credentials are written in their\n"
         "own format; any other file gets the bare placeholder). --global stores it for all of\n"
         "your workspaces; a workspace's own secret of the same KEY overrides it.\n"
+        "\n"
+        "For --kind aws, --region and --service (repeatable, comma-separated) bind the secret\n"
+        "to SERVICE.REGION.amazonaws.com for each pair (amazonaws.com.cn in cn- regions), in\n"
+        "addition to any --host: --region eu-west-1 --service sts,dynamodb.\n"
+        "\n"
+        "A host that also covers names other people can own (amazonaws.com, s3.amazonaws.com,\n"
+        "us-east-1.amazonaws.com, github.io, cloudfront.net, a top-level domain...) gets a\n"
+        "warning on standard error naming such a name and the narrowest host to bind instead\n"
+        "(BUCKET.s3.REGION.amazonaws.com, OWNER.github.io); the secret is stored all the same.\n"
         "\n"
         "The real value goes in request header fields only, unless asked: --body also puts it\n"
         "in form (application/x-www-form-urlencoded) and JSON request bodies, encoded for each\n"
@@ -183,7 +194,8 @@ static void wipe_json_string(struct json_object *s)
 		               (size_t)json_object_get_string_len(s));
 }
 
-static int add_hosts(struct json_object *hosts, const char *arg)
+/* Appends each of the comma-separated names in arg to the JSON array list. */
+static int add_list(struct json_object *list, const char *arg)
 {
 	_cleanup_free_ char *copy = strdup(arg);
 	char *save = NULL;
@@ -191,9 +203,38 @@ static int add_hosts(struct json_object *hosts, const char *arg)
 	if (!copy)
 		return -ENOMEM;
 	for (char *h = strtok_r(copy, ",", &save); h; h = strtok_r(NULL, ",", &save))
-		if (json_object_array_add(hosts, json_object_new_string(h)) < 0)
+		if (json_object_array_add(list, json_object_new_string(h)) < 0)
 			return -ENOMEM;
 	return 0;
+}
+
+/* Checks each name of list with check; prints a usage error naming option and what it wants
+ * and returns -EINVAL for the first that fails. */
+static int check_list(struct slate_ctx *ctx, struct json_object *list, int (*check)(const char *),
+                      const char *option, const char *want)
+{
+	for (size_t i = 0; i < json_object_array_length(list); i++) {
+		const char *v = json_object_get_string(json_object_array_get_idx(list, i));
+		if (check(v) < 0)
+			return slate_usage_error(ctx, "secret set: %s %s: %s", option, v, want),
+			       -EINVAL;
+	}
+	return 0;
+}
+
+/* Says, on stderr, each warning of slated's reply (a binding that covers names other people
+ * own: doc/secrets.md "Broad bindings"); the secret is stored all the same. */
+static void print_warnings(struct json_object *reply)
+{
+	struct json_object *warnings;
+
+	if (json_get_array(reply, "warnings", &warnings) < 0)
+		return;
+	for (size_t i = 0; i < json_object_array_length(warnings); i++) {
+		const char *m = NULL;
+		if (json_get_string(json_object_array_get_idx(warnings, i), "message", &m) >= 0)
+			fprintf(stderr, "slate: secret set: warning: %s\n", m);
+	}
 }
 
 static void print_placeholders(struct json_object *secret, bool named)
@@ -220,7 +261,9 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		OPT_FILE,
 		OPT_BODY,
 		OPT_QUERY,
-		OPT_PLAIN_HTTP
+		OPT_PLAIN_HTTP,
+		OPT_REGION,
+		OPT_SERVICE
 	};
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
@@ -232,10 +275,13 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	        {"body", no_argument, NULL, OPT_BODY},
 	        {"query", required_argument, NULL, OPT_QUERY},
 	        {"allow-plain-http", no_argument, NULL, OPT_PLAIN_HTTP},
+	        {"region", required_argument, NULL, OPT_REGION},
+	        {"service", required_argument, NULL, OPT_SERVICE},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
-	struct json_object *hosts = json_object_new_array(), *value;
+	struct json_object *hosts = json_object_new_array(), *regions = json_object_new_array(),
+	                   *services = json_object_new_array(), *value;
 	const char *key, *kind = "generic", *env = NULL, *file = NULL, *ws = NULL, *query = NULL;
 	unsigned char *v = NULL;
 	enum secret_kind k;
@@ -243,7 +289,9 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	ssize_t n;
 	int c, r;
 
-	if (!body || !hosts || json_add(body, "hosts", hosts) < 0)
+	if (!body || !hosts || json_add(body, "hosts", hosts) < 0 || !regions ||
+	    json_add(body, "regions", regions) < 0 || !services ||
+	    json_add(body, "services", services) < 0)
 		return slate_fail("secret set", "out of memory");
 	optind = 0;
 	opterr = 0;
@@ -255,7 +303,12 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 			global = true;
 			break;
 		case OPT_HOST:
-			if (add_hosts(hosts, optarg) < 0)
+		case OPT_REGION:
+		case OPT_SERVICE:
+			if (add_list(c == OPT_HOST     ? hosts
+			             : c == OPT_REGION ? regions
+			                               : services,
+			             optarg) < 0)
 				return slate_fail("secret set", "out of memory");
 			break;
 		case OPT_KIND:
@@ -305,8 +358,28 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		        "secret set: --kind %s: anthropic, openai, github, gitlab, "
 		        "aws or generic",
 		        kind);
-	if (json_object_array_length(hosts) == 0)
-		return slate_usage_error(ctx, "secret set: bind the secret to a host with --host");
+	if ((json_object_array_length(regions) > 0 || json_object_array_length(services) > 0) &&
+	    k != SECRET_KIND_AWS)
+		return slate_usage_error(ctx, "secret set: --region and --service name AWS "
+		                              "endpoints: for --kind aws only (give the hosts with "
+		                              "--host)");
+	if (check_list(ctx, regions, secret_aws_region_check, "--region",
+	               "not an AWS region code (such as us-east-1: lowercase letters, digits and "
+	               "'-', ending with a digit)") < 0 ||
+	    check_list(ctx, services, secret_aws_service_check, "--service",
+	               "not an AWS service code (such as sts, s3 or dynamodb: lowercase letters, "
+	               "digits and '-')") < 0)
+		return EXIT_USAGE;
+	if (!json_object_array_length(regions) != !json_object_array_length(services))
+		return slate_usage_error(ctx, "secret set: give both --region and --service (each "
+		                              "pair binds SERVICE.REGION.amazonaws.com)");
+	if (json_object_array_length(hosts) == 0 && json_object_array_length(regions) == 0)
+		return slate_usage_error(
+		        ctx, k == SECRET_KIND_AWS ? "secret set: bind the secret to a host with "
+		                                    "--host, or name its AWS endpoints with "
+		                                    "--region REGION --service SERVICE"
+		                                  : "secret set: bind the secret to a host with "
+		                                    "--host");
 	if (env && secret_env_check(env) < 0)
 		return slate_usage_error(ctx, "secret set: --env %s: not a variable name", env);
 	if (file && secret_file_check(file) < 0)
@@ -348,6 +421,7 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	json_object_put(value);
 	if (r < 0)
 		return -r;
+	print_warnings(reply);
 	if (ctx->json)
 		return slate_print_json(reply), EXIT_SUCCESS;
 	print_placeholders(reply, k == SECRET_KIND_AWS);

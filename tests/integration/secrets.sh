@@ -74,9 +74,13 @@ no_values "$work/set.json"
 [ "$(jget replaced <"$work/set.json")" = true ] || fail "second set not reported as replaced"
 [ "$(jget hosts.0 <"$work/set.json")" = api.anthropic.com ] || fail "host not normalised"
 
+# Bound narrowly, to the one endpoint it is for: amazonaws.com would also bind names other
+# people own (doc/secrets.md "Broad bindings"), and say so.
 # shellcheck disable=SC2088 # the guest's ~, not ours
 printf '%s %s %s\n' "$aws_id" "$aws_secret" "$aws_token" |
-    s secret set ws1 AWS --kind aws --host amazonaws.com --file '~/.aws/credentials' >"$work/aws.out"
+    s secret set ws1 AWS --kind aws --region us-east-1 --service sts --file '~/.aws/credentials' \
+        >"$work/aws.out" 2>"$work/aws.err"
+[ ! -s "$work/aws.err" ] || fail "a narrow aws binding warned: $(cat "$work/aws.err")"
 grep -q '^access-key-id AKIASLATE[A-Z2-7]\{11\}$' "$work/aws.out" || fail "aws key id: $(cat "$work/aws.out")"
 grep -q '^secret-access-key slate[A-Za-z0-9]\{35\}$' "$work/aws.out" || fail "aws secret: $(cat "$work/aws.out")"
 grep -q '^session-token slate' "$work/aws.out" || fail "aws session token missing"
@@ -112,6 +116,7 @@ assert by["GH_TOKEN"]["scope"] == "global" and by["GH_TOKEN"]["placeholders"]["v
 assert by["DB_PASSWORD"]["hosts"] == ["xn--bcher-kva.example"], by["DB_PASSWORD"]
 assert by["DB_PASSWORD"]["env"] == "DB_PASS"
 assert by["AWS"]["file"] == "~/.aws/credentials" and len(by["AWS"]["placeholders"]) == 3
+assert by["AWS"]["hosts"] == ["sts.us-east-1.amazonaws.com"], by["AWS"]
 EOF
 wph=$(printf '%s' "$github_ws" | s secret set ws1 GH_TOKEN --kind github --host github.com)
 [ "$wph" != "$gph" ] || fail "workspace GH_TOKEN has the global placeholder"

@@ -115,6 +115,128 @@ static void test_matches(void **state)
 	}
 }
 
+/* Broad bindings: hosts whose binding covers a shared zone (names other people own), the zone
+ * and an example of such a name; the narrow hosts to bind instead cover none. */
+static void test_shared_zone(void **state)
+{
+	static const struct {
+		const char *host, *zone, *instance, *example;
+	} cases[] = {
+	        /* The binding tests used to make, and the names it hands the key to. */
+	        {"amazonaws.com", "s3.amazonaws.com", "s3.amazonaws.com",
+	         "evil-bucket.s3.amazonaws.com"},
+	        {"s3.amazonaws.com", "s3.amazonaws.com", "s3.amazonaws.com",
+	         "evil-bucket.s3.amazonaws.com"},
+	        {"s3.us-east-1.amazonaws.com", "s3.*.amazonaws.com", "s3.us-east-1.amazonaws.com",
+	         "evil-bucket.s3.us-east-1.amazonaws.com"},
+	        {"us-east-1.amazonaws.com", "s3.*.amazonaws.com", "s3.us-east-1.amazonaws.com",
+	         "evil-bucket.s3.us-east-1.amazonaws.com"},
+	        {"eu-west-3.amazonaws.com", "s3.*.amazonaws.com", "s3.eu-west-3.amazonaws.com",
+	         "evil-bucket.s3.eu-west-3.amazonaws.com"},
+	        {"execute-api.us-east-1.amazonaws.com", "execute-api.*.amazonaws.com",
+	         "execute-api.us-east-1.amazonaws.com",
+	         "abc123.execute-api.us-east-1.amazonaws.com"},
+	        {"s3-website.eu-west-1.amazonaws.com", "s3-website.*.amazonaws.com",
+	         "s3-website.eu-west-1.amazonaws.com",
+	         "evil-bucket.s3-website.eu-west-1.amazonaws.com"},
+	        {"elb.amazonaws.com", "*.elb.amazonaws.com", "us-east-1.elb.amazonaws.com",
+	         "evil-123.us-east-1.elb.amazonaws.com"},
+	        {"eu-west-1.elb.amazonaws.com", "*.elb.amazonaws.com",
+	         "eu-west-1.elb.amazonaws.com", "evil-123.eu-west-1.elb.amazonaws.com"},
+	        {"compute.amazonaws.com", "*.compute.amazonaws.com",
+	         "us-east-2.compute.amazonaws.com",
+	         "ec2-203-0-113-1.us-east-2.compute.amazonaws.com"},
+	        {"on.aws", "lambda-url.*.on.aws", "lambda-url.us-east-1.on.aws",
+	         "abc123.lambda-url.us-east-1.on.aws"},
+	        {"amazonaws.com.cn", "s3.*.amazonaws.com.cn", "s3.cn-north-1.amazonaws.com.cn",
+	         "evil-bucket.s3.cn-north-1.amazonaws.com.cn"},
+	        {"cloudfront.net", "cloudfront.net", "cloudfront.net",
+	         "d111111abcdef8.cloudfront.net"},
+	        {"googleapis.com", "storage.googleapis.com", "storage.googleapis.com",
+	         "evil-bucket.storage.googleapis.com"},
+	        {"storage.googleapis.com", "storage.googleapis.com", "storage.googleapis.com",
+	         "evil-bucket.storage.googleapis.com"},
+	        {"appspot.com", "appspot.com", "appspot.com", "evil-project.appspot.com"},
+	        {"windows.net", "blob.core.windows.net", "blob.core.windows.net",
+	         "evil.blob.core.windows.net"},
+	        {"github.io", "github.io", "github.io", "evil.github.io"},
+	        {"gitlab.io", "gitlab.io", "gitlab.io", "evil.gitlab.io"},
+	        {"herokuapp.com", "herokuapp.com", "herokuapp.com", "evil.herokuapp.com"},
+	        {"workers.dev", "workers.dev", "workers.dev", "evil.account.workers.dev"},
+	        /* A top-level domain: every name under it. */
+	        {"com", "*", "com", "attacker-owned.com"},
+	        {"io", "*", "io", "attacker-owned.io"},
+	        {"aws", "*", "aws", "attacker-owned.aws"},
+	        {"cloudapp.azure.com", "cloudapp.azure.com", "cloudapp.azure.com",
+	         "evil.eastus.cloudapp.azure.com"},
+	        /* Narrow: a name inside a zone, a service endpoint, an unrelated name. */
+	        {"mybucket.s3.amazonaws.com", NULL, NULL, NULL},
+	        {"mybucket.s3.us-east-1.amazonaws.com", NULL, NULL, NULL},
+	        {"abc123.execute-api.us-east-1.amazonaws.com", NULL, NULL, NULL},
+	        /* '*' is a region, not any label: sts.amazonaws.com is no s3.*.amazonaws.com. */
+	        {"sts.amazonaws.com", NULL, NULL, NULL},
+	        {"sts.us-east-1.amazonaws.com", NULL, NULL, NULL},
+	        {"dynamodb.eu-west-1.amazonaws.com", NULL, NULL, NULL},
+	        {"iam.amazonaws.com", NULL, NULL, NULL},
+	        {"my-lb-1.us-east-1.elb.amazonaws.com", NULL, NULL, NULL},
+	        {"oauth2.googleapis.com", NULL, NULL, NULL},
+	        {"owner.github.io", NULL, NULL, NULL},
+	        {"api.github.com", NULL, NULL, NULL},
+	        {"github.com", NULL, NULL, NULL},
+	        {"api.anthropic.com", NULL, NULL, NULL},
+	        {"example.com", NULL, NULL, NULL},
+	        /* Look-alikes of zones are no zones. */
+	        {"xs3.amazonaws.com", NULL, NULL, NULL},
+	        {"notgithub.io", NULL, NULL, NULL},
+	        {"github.io.evil.test", NULL, NULL, NULL},
+	        /* IP literals never. */
+	        {"127.0.0.1", NULL, NULL, NULL},
+	        {"::1", NULL, NULL, NULL},
+	};
+	char example[HOST_BUF], instance[HOST_BUF];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct host_shared_zone *z =
+		        host_shared_zone(cases[i].host, example, instance, sizeof(example));
+
+		if (!cases[i].zone) {
+			if (z)
+				fail_msg("%s: covers %s (%s), want narrow", cases[i].host, z->zone,
+				         example);
+			continue;
+		}
+		if (!z)
+			fail_msg("%s: narrow, want it to cover %s", cases[i].host, cases[i].zone);
+		if (strcmp(z->zone, cases[i].zone) != 0 || strcmp(example, cases[i].example) != 0 ||
+		    strcmp(instance, cases[i].instance) != 0)
+			fail_msg("%s: %s, %s, %s; want %s, %s, %s", cases[i].host, z->zone,
+			         instance, example, cases[i].zone, cases[i].instance,
+			         cases[i].example);
+		/* The example is what the binding hands the secret to, and it is narrow itself. */
+		if (!host_matches(example, cases[i].host) || !host_matches(example, instance))
+			fail_msg("%s: example %s is not bound", cases[i].host, example);
+		if (host_shared_zone(example, NULL, NULL, 0))
+			fail_msg("%s: example %s is broad itself", cases[i].host, example);
+		assert_non_null(z->instead);
+		assert_ptr_equal(host_shared_zone(cases[i].host, NULL, NULL, 0), z);
+	}
+	{
+		static const char *const regions[] = {"us-east-1", "us-gov-west-1", "cn-north-1",
+		                                      "ap-southeast-5", "eu-central-2"};
+		static const char *const not_regions[] = {
+		        "",      "sts",       "s3",        "us-east",    "1-us-east",
+		        "us--1", "us_east-1", "US-EAST-1", "us-east-1-", "us.east-1",
+		        "-us-1", "us east-1", "eastus"};
+		for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++)
+			if (!host_is_region_label(regions[i], strlen(regions[i])))
+				fail_msg("%s: not a region", regions[i]);
+		for (size_t i = 0; i < sizeof(not_regions) / sizeof(not_regions[0]); i++)
+			if (host_is_region_label(not_regions[i], strlen(not_regions[i])))
+				fail_msg("'%s': a region", not_regions[i]);
+	}
+}
+
 static void test_authority(void **state)
 {
 	char h[HOST_BUF], f[HOST_BUF + 8];
@@ -302,7 +424,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_normalize), cmocka_unit_test(test_matches),
 	        cmocka_unit_test(test_authority), cmocka_unit_test(test_classes),
-	        cmocka_unit_test(test_nets),
+	        cmocka_unit_test(test_nets),      cmocka_unit_test(test_shared_zone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

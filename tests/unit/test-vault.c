@@ -29,6 +29,7 @@
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/json.h"
 #include "util/log.h"
 
 #define ANTHROPIC_REAL "sk-ant-api03-Rl9vQ2hxNzRrZXlfZm9yX3Rlc3RpbmdfT25seV9ub3RfcmVhbA-xYzAA"
@@ -482,6 +483,108 @@ static void test_secret_new_refusals(void **state)
 	}
 }
 
+/* aws --region x --service bind the regional endpoints, checked; a broad host warns, with the
+ * zone, a name someone else may own and the narrow host to bind instead; a narrow one does not. */
+static void test_aws_endpoints_and_warnings(void **state)
+{
+	struct ctx *c = *state;
+	static const char aws[] = "AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+	static const char value[] = "very-secret-value-123";
+	const char *iam[] = {"iam.amazonaws.com"}, *regions[] = {"us-east-1", "cn-north-1"},
+	           *services[] = {"sts", "s3"},
+	           *six[] = {"a1-b-1", "a2-b-1", "a3-b-1", "a4-b-1", "a5-b-1", "a6-b-1"},
+	           *broad[] = {"github.io", "api.example.com", "amazonaws.com"};
+	static const char *const want_hosts[] = {
+	        "iam.amazonaws.com", "sts.us-east-1.amazonaws.com", "s3.us-east-1.amazonaws.com",
+	        "sts.cn-north-1.amazonaws.com.cn", "s3.cn-north-1.amazonaws.com.cn"};
+	struct secret_spec spec = {.key = "AWS",
+	                           .kind = SECRET_KIND_AWS,
+	                           .hosts = iam,
+	                           .n_hosts = 1,
+	                           .regions = regions,
+	                           .n_regions = 2,
+	                           .services = services,
+	                           .n_services = 2,
+	                           .value = aws,
+	                           .value_len = sizeof(aws) - 1};
+	/* Refused: kind, one region and one service (NULL: none) or six of each (over the
+	 * maximum), and what the message says. */
+	static const struct {
+		enum secret_kind kind;
+		const char *region, *service, *want;
+		bool six;
+	} refused[] = {
+	        {SECRET_KIND_GENERIC, "us-east-1", "sts", "for aws secrets only", false},
+	        {SECRET_KIND_AWS, "us-east-1", NULL, "give both --region and --service", false},
+	        {SECRET_KIND_AWS, NULL, "sts", "give both --region and --service", false},
+	        {SECRET_KIND_AWS, "us_east_1", "sts", "invalid AWS region 'us_east_1'", false},
+	        {SECRET_KIND_AWS, "sts", "us-east-1", "invalid AWS region 'sts'", false},
+	        {SECRET_KIND_AWS, "us-east-1", "s3.evil", "invalid AWS service 's3.evil'", false},
+	        {SECRET_KIND_AWS, NULL, NULL, "or name its endpoints with --region and --service",
+	         false},
+	        {SECRET_KIND_AWS, NULL, NULL, "at most 32 hosts", true},
+	};
+	_cleanup_(secret_freep) struct secret *s = NULL, *g = NULL;
+	_cleanup_json_ struct json_object *w = NULL, *gw = NULL;
+	const char *host = NULL, *msg = NULL;
+	char err[512] = "";
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		bool is_aws = refused[i].kind == SECRET_KIND_AWS;
+		struct secret_spec bad = {.key = "K",
+		                          .kind = refused[i].kind,
+		                          .regions = refused[i].six ? six : &refused[i].region,
+		                          .n_regions = refused[i].six ? 6 : !!refused[i].region,
+		                          .services = refused[i].six ? six : &refused[i].service,
+		                          .n_services = refused[i].six ? 6 : !!refused[i].service,
+		                          .value = is_aws ? aws : value,
+		                          .value_len =
+		                                  is_aws ? sizeof(aws) - 1 : sizeof(value) - 1};
+		struct secret *r = NULL;
+		int rc = secret_new(&bad, install_salt(c->in), &r, err, sizeof(err));
+		if (rc != -EINVAL || !strstr(err, refused[i].want))
+			fail_msg("case %zu: r=%d err='%s', want '%s'", i, rc, err, refused[i].want);
+		assert_null(r);
+	}
+	if (secret_new(&spec, install_salt(c->in), &s, err, sizeof(err)) < 0)
+		fail_msg("aws with regions and services: %s", err);
+	assert_int_equal(s->n_hosts, sizeof(want_hosts) / sizeof(want_hosts[0]));
+	for (size_t i = 0; i < s->n_hosts; i++)
+		assert_string_equal(s->hosts[i], want_hosts[i]);
+	/* The s3 endpoints cover every bucket's name; iam and sts cover nobody else's. */
+	assert_int_equal(secret_broad_warnings(s, &w), 0);
+	assert_int_equal(json_object_array_length(w), 2);
+	assert_int_equal(json_get_string(json_object_array_get_idx(w, 0), "host", &host), 0);
+	assert_string_equal(host, "s3.us-east-1.amazonaws.com");
+	assert_int_equal(json_get_string(json_object_array_get_idx(w, 1), "message", &msg), 0);
+	assert_non_null(
+	        strstr(msg, "secret AWS: host s3.cn-north-1.amazonaws.com.cn is a shared zone"));
+	assert_non_null(strstr(msg, "evil-bucket.s3.cn-north-1.amazonaws.com.cn"));
+	assert_non_null(strstr(msg, "BUCKET.s3.REGION.amazonaws.com.cn"));
+	assert_null(strstr(msg, "--region")); /* an endpoint already */
+
+	spec = (struct secret_spec){.key = "G",
+	                            .hosts = broad,
+	                            .n_hosts = 3,
+	                            .value = value,
+	                            .value_len = sizeof(value) - 1};
+	if (secret_new(&spec, install_salt(c->in), &g, err, sizeof(err)) < 0)
+		fail_msg("generic: %s", err);
+	assert_int_equal(secret_broad_warnings(g, &gw), 0);
+	assert_int_equal(json_object_array_length(gw), 2);
+	assert_int_equal(json_get_string(json_object_array_get_idx(gw, 0), "message", &msg), 0);
+	assert_string_equal(msg,
+	                    "secret G: host github.io is a shared zone, where anyone can own a "
+	                    "name: the real value would go to evil.github.io too; bind the "
+	                    "narrowest host instead: OWNER.github.io");
+	assert_int_equal(json_get_string(json_object_array_get_idx(gw, 1), "message", &msg), 0);
+	assert_string_equal(msg, "secret G: host amazonaws.com covers the shared zone "
+	                         "s3.amazonaws.com, where anyone can own a name: the real value "
+	                         "would go to evil-bucket.s3.amazonaws.com too; bind the narrowest "
+	                         "host instead: BUCKET.s3.REGION.amazonaws.com");
+	assert_null(strstr(json_object_to_json_string(gw), "very-secret"));
+}
+
 /* While a secret is in memory its value never reaches a log line; afterwards it is released. */
 static void test_log_redaction(void **state)
 {
@@ -635,6 +738,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_set_put_remove, setup, teardown),
 	        cmocka_unit_test(test_host_normalize),
 	        cmocka_unit_test_setup_teardown(test_secret_new_refusals, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_aws_endpoints_and_warnings, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_log_redaction, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_parse_strict, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_master_key_file, setup, teardown),

@@ -194,18 +194,54 @@ static struct json_object *reprovision(struct daemon_ctx *d, uid_t owner, const 
 	return done;
 }
 
+/*
+ * Reads the optional array name of the request body (strings, at most SECRET_HOSTS_MAX) into
+ * out (borrowed from the body) and its length into *ret_n (0 when absent). Returns 0, or replies
+ * 400 and returns -EINVAL.
+ */
+static int string_array(struct json_object *body, const char *name, const char *key,
+                        const char **out, size_t *ret_n, struct api_reply *reply)
+{
+	struct json_object *arr = NULL;
+	size_t n;
+
+	*ret_n = 0;
+	if (!json_object_object_get_ex(body, name, NULL))
+		return 0;
+	if (json_get_array(body, name, &arr) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "%s must be an array",
+		                       name),
+		       -EINVAL;
+	n = json_object_array_length(arr);
+	if (n > SECRET_HOSTS_MAX)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "secret %s: at most %d %s",
+		                       key, SECRET_HOSTS_MAX, name),
+		       -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(v, json_type_string))
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "%s must be strings", name),
+			       -EINVAL;
+		out[i] = json_object_get_string(v);
+	}
+	*ret_n = n;
+	return 0;
+}
+
 int handle_secret_set(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
 	_cleanup_(secret_freep) struct secret *sec = NULL;
 	_cleanup_json_ struct json_object *o = NULL;
-	struct json_object *value = NULL, *hosts_j = NULL;
+	struct json_object *value = NULL, *warnings = NULL;
 	const char *workspace = NULL, *key = NULL, *kind_s = "generic", *env = NULL, *file = NULL,
-	           *ws = NULL, *hosts[SECRET_HOSTS_MAX], *query = NULL;
+	           *ws = NULL, *hosts[SECRET_HOSTS_MAX], *query = NULL, *regions[SECRET_HOSTS_MAX],
+	           *services[SECRET_HOSTS_MAX];
 	struct secret_spec spec = {0};
 	enum secret_kind kind;
 	bool global = false, replaced = false, body = false, plain_http = false;
-	size_t n_hosts;
+	size_t n_hosts = 0, n_regions = 0, n_services = 0;
 	uid_t owner;
 	char err[512] = "";
 	int r;
@@ -259,26 +295,10 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 		                      "body and allow_plain_http are booleans and query a string");
 		goto out;
 	}
-	if (json_get_array(req->body, "hosts", &hosts_j) < 0 ||
-	    (n_hosts = json_object_array_length(hosts_j)) == 0) {
-		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                      "secret %s: bind it to at least one host (\"hosts\")", key);
+	if (string_array(req->body, "hosts", key, hosts, &n_hosts, reply) < 0 ||
+	    string_array(req->body, "regions", key, regions, &n_regions, reply) < 0 ||
+	    string_array(req->body, "services", key, services, &n_services, reply) < 0)
 		goto out;
-	}
-	if (n_hosts > SECRET_HOSTS_MAX) {
-		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                      "secret %s: at most %d hosts", key, SECRET_HOSTS_MAX);
-		goto out;
-	}
-	for (size_t i = 0; i < n_hosts; i++) {
-		struct json_object *h = json_object_array_get_idx(hosts_j, i);
-		if (!json_object_is_type(h, json_type_string)) {
-			(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-			                      "hosts must be strings");
-			goto out;
-		}
-		hosts[i] = json_object_get_string(h);
-	}
 	if (!value || !json_object_is_type(value, json_type_string) ||
 	    json_object_get_string_len(value) == 0) {
 		(void)api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
@@ -292,6 +312,10 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	                            .kind = kind,
 	                            .hosts = hosts,
 	                            .n_hosts = n_hosts,
+	                            .regions = regions,
+	                            .n_regions = n_regions,
+	                            .services = services,
+	                            .n_services = n_services,
 	                            .env = env,
 	                            .file = file,
 	                            .value = json_object_get_string(value),
@@ -309,6 +333,15 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	r = secret_to_json(sec, true, &o);
 	if (r < 0)
 		goto out;
+	/* A binding that also hands the value to names other people own: stored, but said (the
+	 * client prints each message; doc/secrets.md "Broad bindings"). */
+	r = secret_broad_warnings(sec, &warnings);
+	if (r < 0 || json_add(o, "warnings", warnings) < 0) {
+		if (r >= 0)
+			json_object_put(warnings);
+		r = -ENOMEM;
+		goto out;
+	}
 	/* The vault takes sec over, also when it fails. */
 	r = vault_put(d->install, d->workspaces, d->state_dirfd, owner, ws, TAKE_PTR(sec),
 	              &replaced, err, sizeof(err));
@@ -318,6 +351,11 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	}
 	log_info("secret %s (%s) %s %s for uid %u", key, kind_s, replaced ? "replaced" : "stored",
 	         ws ? ws : "in the global vault", (unsigned)req->caller.uid);
+	for (size_t i = 0; i < json_object_array_length(warnings); i++) {
+		const char *m = NULL;
+		(void)json_get_string(json_object_array_get_idx(warnings, i), "message", &m);
+		log_warning("%s (uid %u)", m ? m : "broad binding", (unsigned)req->caller.uid);
+	}
 	if ((ws && json_add_string(o, "workspace", ws) < 0) ||
 	    json_add_bool(o, "replaced", replaced) < 0 ||
 	    json_add(o, "reprovisioned", reprovision(d, owner, ws)) < 0) {

@@ -202,6 +202,173 @@ bool host_matches(const char *host, const char *pattern)
 	return hl > pl && host[hl - pl - 1] == '.' && strcmp(host + hl - pl, pattern) == 0;
 }
 
+/*
+ * The shared zones this project knows (doc/secrets.md "Broad bindings"): where anyone can own
+ * a name, and the owner runs the server behind it (API Gateway, Lambda URLs, load balancers,
+ * EC2, CloudFront, App Engine, Cloud Run, Heroku...) or at least its content (buckets, Pages
+ * sites). The first zone a host covers is the one a warning names: the most telling first.
+ * '*' stands for one region label (host_is_region_label: "us-east-1"), not for any label, or
+ * "sts.amazonaws.com" would be above "s3.*.amazonaws.com". An example's labels right of its
+ * zone are the zone's, with a sample region for each '*'.
+ */
+static const struct host_shared_zone top_level = {"*", "attacker-owned.com",
+                                                  "the service's full host name (api.example.com)"};
+static const struct host_shared_zone shared_zones[] = {
+        /* Amazon Web Services */
+        {"s3.amazonaws.com", "evil-bucket.s3.amazonaws.com", "BUCKET.s3.REGION.amazonaws.com"},
+        {"s3.*.amazonaws.com", "evil-bucket.s3.us-east-1.amazonaws.com",
+         "BUCKET.s3.REGION.amazonaws.com"},
+        {"s3.dualstack.*.amazonaws.com", "evil-bucket.s3.dualstack.us-east-1.amazonaws.com",
+         "BUCKET.s3.dualstack.REGION.amazonaws.com"},
+        {"s3-external-1.amazonaws.com", "evil-bucket.s3-external-1.amazonaws.com",
+         "BUCKET.s3.us-east-1.amazonaws.com"},
+        {"s3-website.*.amazonaws.com", "evil-bucket.s3-website.us-east-1.amazonaws.com",
+         "BUCKET.s3-website.REGION.amazonaws.com"},
+        {"s3-accesspoint.*.amazonaws.com",
+         "evil-111122223333.s3-accesspoint.us-east-1.amazonaws.com",
+         "NAME-ACCOUNT.s3-accesspoint.REGION.amazonaws.com"},
+        {"execute-api.*.amazonaws.com", "abc123.execute-api.us-east-1.amazonaws.com",
+         "API_ID.execute-api.REGION.amazonaws.com"},
+        {"*.elb.amazonaws.com", "evil-123.us-east-1.elb.amazonaws.com",
+         "NAME.REGION.elb.amazonaws.com"},
+        {"*.compute.amazonaws.com", "ec2-203-0-113-1.us-east-2.compute.amazonaws.com",
+         "the instance's own name"},
+        {"compute-1.amazonaws.com", "ec2-203-0-113-1.compute-1.amazonaws.com",
+         "the instance's own name"},
+        {"lambda-url.*.on.aws", "abc123.lambda-url.us-east-1.on.aws",
+         "URL_ID.lambda-url.REGION.on.aws"},
+        {"s3.*.amazonaws.com.cn", "evil-bucket.s3.cn-north-1.amazonaws.com.cn",
+         "BUCKET.s3.REGION.amazonaws.com.cn"},
+        {"execute-api.*.amazonaws.com.cn", "abc123.execute-api.cn-north-1.amazonaws.com.cn",
+         "API_ID.execute-api.REGION.amazonaws.com.cn"},
+        {"*.elasticbeanstalk.com", "evil.us-east-1.elasticbeanstalk.com",
+         "ENV.REGION.elasticbeanstalk.com"},
+        {"*.awsapprunner.com", "abc123.us-east-1.awsapprunner.com", "ID.REGION.awsapprunner.com"},
+        {"cloudfront.net", "d111111abcdef8.cloudfront.net", "DISTRIBUTION.cloudfront.net"},
+        {"amplifyapp.com", "main.d111111abcdef8.amplifyapp.com", "BRANCH.APP.amplifyapp.com"},
+        /* Google */
+        {"storage.googleapis.com", "evil-bucket.storage.googleapis.com",
+         "BUCKET.storage.googleapis.com"},
+        {"appspot.com", "evil-project.appspot.com", "PROJECT.appspot.com"},
+        {"cloudfunctions.net", "us-central1-evil.cloudfunctions.net",
+         "REGION-PROJECT.cloudfunctions.net"},
+        {"run.app", "evil-abc123-uc.a.run.app", "SERVICE-HASH-REGION.a.run.app"},
+        {"web.app", "evil.web.app", "SITE.web.app"},
+        {"firebaseapp.com", "evil.firebaseapp.com", "PROJECT.firebaseapp.com"},
+        /* Microsoft Azure */
+        {"azurewebsites.net", "evil.azurewebsites.net", "APP.azurewebsites.net"},
+        {"blob.core.windows.net", "evil.blob.core.windows.net", "ACCOUNT.blob.core.windows.net"},
+        {"azure-api.net", "evil.azure-api.net", "SERVICE.azure-api.net"},
+        {"azurestaticapps.net", "evil-123.azurestaticapps.net", "SITE.azurestaticapps.net"},
+        /* Azure's region labels ("eastus") are no region labels here: the zone is the
+         * parent of them all. */
+        {"cloudapp.azure.com", "evil.eastus.cloudapp.azure.com", "LABEL.REGION.cloudapp.azure.com"},
+        /* Code hosting */
+        {"github.io", "evil.github.io", "OWNER.github.io"},
+        {"gitlab.io", "evil.gitlab.io", "NAMESPACE.gitlab.io"},
+        /* Application platforms and tunnels */
+        {"herokuapp.com", "evil.herokuapp.com", "APP.herokuapp.com"},
+        {"vercel.app", "evil.vercel.app", "PROJECT.vercel.app"},
+        {"netlify.app", "evil.netlify.app", "SITE.netlify.app"},
+        {"pages.dev", "evil.pages.dev", "PROJECT.pages.dev"},
+        {"workers.dev", "evil.account.workers.dev", "WORKER.ACCOUNT.workers.dev"},
+        {"r2.dev", "pub-0123456789abcdef.r2.dev", "pub-ID.r2.dev"},
+        {"fly.dev", "evil.fly.dev", "APP.fly.dev"},
+        {"onrender.com", "evil.onrender.com", "SERVICE.onrender.com"},
+        {"ngrok.io", "evil.ngrok.io", "the tunnel's own name"},
+        {"ngrok-free.app", "evil.ngrok-free.app", "the tunnel's own name"},
+        {"ngrok.app", "evil.ngrok.app", "the tunnel's own name"},
+        {"trycloudflare.com", "evil.trycloudflare.com", "the tunnel's own name"},
+};
+
+bool host_is_region_label(const char *s, size_t n)
+{
+	if (n == 0 || n > 63 || !memchr(s, '-', n) || s[0] < 'a' || s[0] > 'z' || s[n - 1] < '0' ||
+	    s[n - 1] > '9')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] == '-' && s[i - 1] != '-')))
+			return false;
+	return true;
+}
+
+/* The number of host's labels when they all match the rightmost labels of zone ('*' matching
+ * one region label); 0 when one differs or host has more labels than zone (a name inside it). */
+static size_t zone_covers(const char *host, const char *zone)
+{
+	const char *h = host + strlen(host), *z = zone + strlen(zone);
+	size_t labels = 0;
+
+	if (h == host || z == zone)
+		return 0;
+	for (;;) {
+		const char *hs = h, *zs = z;
+		while (hs > host && hs[-1] != '.')
+			hs--;
+		while (zs > zone && zs[-1] != '.')
+			zs--;
+		if (z - zs == 1 && *zs == '*'
+		            ? !host_is_region_label(hs, (size_t)(h - hs))
+		            : h - hs != z - zs || memcmp(hs, zs, (size_t)(h - hs)) != 0)
+			return 0;
+		labels++;
+		if (hs == host)
+			return labels;
+		if (zs == zone)
+			return 0;
+		h = hs - 1;
+		z = zs - 1;
+	}
+}
+
+/* The last n labels of name (all of it when it has no more). */
+static const char *last_labels(const char *name, size_t n)
+{
+	for (const char *p = name + strlen(name); p > name; p--)
+		if (p[-1] == '.' && --n == 0)
+			return p;
+	return name;
+}
+
+/* Fills example and instance (see host.h) for host, which covers covered labels of z. */
+static void zone_names(const struct host_shared_zone *z, const char *host, size_t covered,
+                       char *example, char *instance, size_t len)
+{
+	const char *cut = last_labels(z->example, covered);
+	size_t zone_labels = 1;
+	char buf[HOST_BUF];
+
+	/* The example's labels left of what host covers, then host itself; the zone's instance
+	 * is as many of that name's last labels as the zone has. */
+	(void)snprintf(buf, sizeof(buf), "%.*s%s", (int)(cut - z->example), z->example, host);
+	for (const char *p = z->zone; *p; p++)
+		zone_labels += *p == '.';
+	if (example)
+		(void)snprintf(example, len, "%s", buf);
+	if (instance)
+		(void)snprintf(instance, len, "%s", last_labels(buf, zone_labels));
+}
+
+const struct host_shared_zone *host_shared_zone(const char *host, char *example, char *instance,
+                                                size_t len)
+{
+	if (host_is_ip(host) || !*host)
+		return NULL;
+	if (!strchr(host, '.')) {
+		zone_names(&top_level, host, 1, example, instance, len);
+		return &top_level;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(shared_zones); i++) {
+		size_t covered = zone_covers(host, shared_zones[i].zone);
+		if (covered > 0) {
+			zone_names(&shared_zones[i], host, covered, example, instance, len);
+			return &shared_zones[i];
+		}
+	}
+	return NULL;
+}
+
 int host_split_authority(const char *authority, size_t n, uint16_t default_port, char *host,
                          size_t hostlen, uint16_t *ret_port)
 {

@@ -53,6 +53,35 @@ bool host_is_ip(const char *host);
 bool host_matches(const char *host, const char *pattern);
 
 /*
+ * Shared zones: DNS zones in which anyone can own a name (an S3 bucket, an API Gateway API, a
+ * CloudFront distribution, a GitHub Pages site...), from a list this project keeps for the
+ * providers it knows (host.c; doc/secrets.md "Broad bindings"). In a zone '*' stands for one
+ * region label ("execute-api.*.amazonaws.com"). A secret bound to a zone, or to a name above one
+ * ("amazonaws.com", "us-east-1.amazonaws.com", "com"), also goes to names that other people own.
+ */
+struct host_shared_zone {
+	const char *zone;    /* "s3.*.amazonaws.com" */
+	const char *example; /* a name in it that someone else may own: "evil-bucket.s3..." */
+	const char *instead; /* the narrowest binding to use: "BUCKET.s3.REGION.amazonaws.com" */
+};
+/*
+ * Whether binding normalised host covers a shared zone: host is a zone, or a name above one,
+ * its labels matching the zone's rightmost ones ('*' matching a region label); a name inside a zone
+ * ("mybucket.s3.amazonaws.com") and IP literals never do. A single-label host (a top-level
+ * domain) always does. Returns the first such zone of the list (NULL for none). When it returns
+ * one, example (when non-NULL, len bytes) receives a name in that zone that host covers and that
+ * someone else may own ("evil-bucket.s3.amazonaws.com" for "amazonaws.com"), and instance (when
+ * non-NULL, len bytes) the zone as host covers it ("s3.us-east-1.amazonaws.com" for
+ * "us-east-1.amazonaws.com" and "s3.*.amazonaws.com").
+ */
+const struct host_shared_zone *host_shared_zone(const char *host, char *example, char *instance,
+                                                size_t len);
+/* Whether the n bytes at s are a region label as AWS names them ("us-east-1", "us-gov-west-1",
+ * "cn-north-1"): 1-63 of [a-z0-9-], starting with a letter, ending with a digit, with at least
+ * one '-' and no two in a row. */
+bool host_is_region_label(const char *s, size_t n);
+
+/*
  * Splits an authority ("host", "host:port", "[v6]:port") into a normalised host and a port.
  * Without a port, default_port is used; a port is required when default_port is 0. Returns the
  * host's kind, or -EINVAL.

@@ -123,6 +123,24 @@ int secret_query_check(const char *param)
 	return 0;
 }
 
+int secret_aws_region_check(const char *region)
+{
+	return region && host_is_region_label(region, strlen(region)) ? 0 : -EINVAL;
+}
+
+int secret_aws_service_check(const char *service)
+{
+	size_t n = service ? strlen(service) : 0;
+
+	if (n == 0 || n > 63 || service[0] < 'a' || service[0] > 'z' || service[n - 1] == '-')
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!((service[i] >= 'a' && service[i] <= 'z') ||
+		      (service[i] >= '0' && service[i] <= '9') || service[i] == '-'))
+			return -EINVAL;
+	return 0;
+}
+
 int secret_set_subst(struct secret *s, bool body, const char *query, char *err, size_t errlen)
 {
 	char *q = NULL;
@@ -343,7 +361,12 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
 		            "~/, without '..', at most %d characters)",
 		            key, file, SECRET_FILE_MAX);
 	if (n_hosts == 0)
-		return fail(err, errlen, "secret %s: bind it to at least one host (--host)", key);
+		return fail(err, errlen,
+		            kind == SECRET_KIND_AWS
+		                    ? "secret %s: bind it to at least one host (--host), or name "
+		                      "its endpoints with --region and --service"
+		                    : "secret %s: bind it to at least one host (--host)",
+		            key);
 	if (n_hosts > SECRET_HOSTS_MAX)
 		return fail(err, errlen, "secret %s: at most %d hosts", key, SECRET_HOSTS_MAX);
 	s->key = strdup(key);
@@ -415,13 +438,76 @@ int secret_from_parts(const char *key, enum secret_kind kind, const char *const 
 	return 0;
 }
 
+/*
+ * The hosts spec binds: its own, then SERVICE.REGION.amazonaws.com for each region x service
+ * pair (aws only; AWS's regional endpoint names, .amazonaws.com.cn in the China regions). The
+ * generated names are written into names; hosts (SECRET_HOSTS_MAX) points at them all.
+ */
+static int aws_endpoints(const struct secret_spec *spec, const char **hosts,
+                         char (*names)[HOST_BUF], size_t *ret_n, char *err, size_t errlen)
+{
+	size_t n = 0;
+
+	if (spec->n_hosts > SECRET_HOSTS_MAX)
+		return fail(err, errlen, "secret %s: at most %d hosts", spec->key,
+		            SECRET_HOSTS_MAX);
+	for (size_t i = 0; i < spec->n_hosts; i++)
+		hosts[n++] = spec->hosts[i];
+	if (spec->n_regions == 0 && spec->n_services == 0) {
+		*ret_n = n;
+		return 0;
+	}
+	if (spec->kind != SECRET_KIND_AWS)
+		return fail(err, errlen,
+		            "secret %s: --region and --service name AWS endpoints: for aws "
+		            "secrets only (give the hosts with --host)",
+		            spec->key);
+	if (spec->n_regions == 0 || spec->n_services == 0)
+		return fail(err, errlen,
+		            "secret %s: give both --region and --service (each pair binds "
+		            "SERVICE.REGION.amazonaws.com)",
+		            spec->key);
+	for (size_t i = 0; i < spec->n_regions; i++)
+		if (secret_aws_region_check(spec->regions[i]) < 0)
+			return fail(err, errlen,
+			            "secret %s: invalid AWS region '%s' (a region code such as "
+			            "us-east-1: lowercase letters, digits and '-', ending with a "
+			            "digit)",
+			            spec->key, spec->regions[i]);
+	for (size_t i = 0; i < spec->n_services; i++)
+		if (secret_aws_service_check(spec->services[i]) < 0)
+			return fail(err, errlen,
+			            "secret %s: invalid AWS service '%s' (a service code such as "
+			            "sts, s3 or dynamodb: lowercase letters, digits and '-')",
+			            spec->key, spec->services[i]);
+	if (spec->n_regions > SECRET_HOSTS_MAX || spec->n_services > SECRET_HOSTS_MAX ||
+	    n + spec->n_regions * spec->n_services > SECRET_HOSTS_MAX)
+		return fail(err, errlen,
+		            "secret %s: at most %d hosts (--host, and one for each region and "
+		            "service pair)",
+		            spec->key, SECRET_HOSTS_MAX);
+	for (size_t i = 0; i < spec->n_regions; i++)
+		for (size_t j = 0; j < spec->n_services; j++) {
+			const char *region = spec->regions[i];
+			char *name = names[n - spec->n_hosts];
+			(void)snprintf(name, HOST_BUF, "%s.%s.%s", spec->services[j], region,
+			               strneq(region, "cn-", 3) ? "amazonaws.com.cn"
+			                                        : "amazonaws.com");
+			hosts[n++] = name;
+		}
+	*ret_n = n;
+	return 0;
+}
+
 int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct secret **ret,
                char *err, size_t errlen)
 {
 	_cleanup_(secret_freep) struct secret *s = calloc(1, sizeof(*s));
 	const char *env = spec->env;
 	const unsigned char *v = spec->value;
-	size_t len = spec->value_len;
+	const char *hosts[SECRET_HOSTS_MAX];
+	char endpoints[SECRET_HOSTS_MAX][HOST_BUF];
+	size_t len = spec->value_len, n_hosts = 0;
 	int r;
 
 	if (!s)
@@ -430,8 +516,11 @@ int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct
 		env = spec->kind == SECRET_KIND_AWS      ? SECRET_DEFAULT_AWS_ENV
 		      : secret_env_check(spec->key) == 0 ? spec->key
 		                                         : NULL;
-	r = meta_init(s, spec->key, spec->kind, spec->hosts, spec->n_hosts, env, spec->file,
-	              spec->global, err, errlen);
+	r = aws_endpoints(spec, hosts, endpoints, &n_hosts, err, errlen);
+	if (r < 0)
+		return r;
+	r = meta_init(s, spec->key, spec->kind, hosts, n_hosts, env, spec->file, spec->global, err,
+	              errlen);
 	if (r < 0)
 		return r;
 	if (!v || len == 0)
@@ -516,5 +605,64 @@ int secret_to_json(const struct secret *s, bool with_placeholders, struct json_o
 				return -ENOMEM;
 	}
 	*ret = TAKE_PTR(o);
+	return 0;
+}
+
+/* Whether binding host covers AWS's regional service endpoints (SERVICE.REGION.amazonaws.com):
+ * amazonaws.com, a name above it, or REGION.amazonaws.com. */
+static bool above_aws_endpoints(const char *host)
+{
+	const char *dot = strchr(host, '.');
+
+	if (host_matches("amazonaws.com", host) || host_matches("amazonaws.com.cn", host))
+		return true;
+	return dot && (streq(dot + 1, "amazonaws.com") || streq(dot + 1, "amazonaws.com.cn")) &&
+	       host_is_region_label(host, (size_t)(dot - host));
+}
+
+int secret_broad_warnings(const struct secret *s, struct json_object **ret)
+{
+	_cleanup_json_ struct json_object *arr = json_object_new_array();
+
+	if (!arr)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_hosts; i++) {
+		const char *host = s->hosts[i];
+		char example[HOST_BUF], zone[HOST_BUF], msg[1024], where[2 * HOST_BUF];
+		const struct host_shared_zone *z =
+		        host_shared_zone(host, example, zone, sizeof(example));
+		bool aws = s->kind == SECRET_KIND_AWS;
+		struct json_object *w;
+
+		if (!z)
+			continue;
+		if (streq(z->zone, "*"))
+			(void)snprintf(where, sizeof(where), "is a top-level domain");
+		else if (streq(zone, host))
+			(void)snprintf(where, sizeof(where), "is a shared zone");
+		else
+			(void)snprintf(where, sizeof(where), "covers the shared zone %s", zone);
+		(void)snprintf(msg, sizeof(msg),
+		               "secret %s: host %s %s, where anyone can own a name: %s would go "
+		               "to %s too; bind the narrowest host instead: %s%s",
+		               s->key, host, where,
+		               aws ? "the real access key id and session token" : "the real value",
+		               example, z->instead,
+		               aws && above_aws_endpoints(host)
+		                       ? ", and for AWS APIs the regional endpoints "
+		                         "SERVICE.REGION.amazonaws.com (--region, --service)"
+		                       : "");
+		w = json_object_new_object();
+		if (!w || json_object_array_add(arr, w) < 0) {
+			json_object_put(w);
+			return -ENOMEM;
+		}
+		if (json_add_string(w, "host", host) < 0 || json_add_string(w, "zone", zone) < 0 ||
+		    json_add_string(w, "example", example) < 0 ||
+		    json_add_string(w, "instead", z->instead) < 0 ||
+		    json_add_string(w, "message", msg) < 0)
+			return -ENOMEM;
+	}
+	*ret = TAKE_PTR(arr);
 	return 0;
 }

@@ -90,6 +90,12 @@ struct secret_spec {
 	enum secret_kind kind;
 	const char *const *hosts; /* as typed; normalised here */
 	size_t n_hosts;
+	/* aws only: each region x service pair adds SERVICE.REGION.amazonaws.com (.amazonaws.com.cn
+	 * for cn- regions) to the hosts (--region, --service); both given, or neither. */
+	const char *const *regions;
+	size_t n_regions;
+	const char *const *services;
+	size_t n_services;
 	const char *env;
 	const char *file;
 	const void *value;
@@ -143,8 +149,21 @@ int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct se
 struct json_object;
 int secret_to_json(const struct secret *s, bool with_placeholders, struct json_object **ret);
 
+/*
+ * The warnings a secret's hosts call for: one for each host whose binding covers a shared zone
+ * (host_shared_zone, proxy/host.h), where people other than the user own names that would get
+ * the real value too. Returns 0 and in *ret a JSON array (empty when every host is narrow) of
+ * {"host", "zone", "example", "instead", "message"}, message a sentence naming all of them; or
+ * -ENOMEM.
+ */
+int secret_broad_warnings(const struct secret *s, struct json_object **ret);
+
 /* Checks for the names a secret carries; each returns 0 or -EINVAL. */
 int secret_key_check(const char *key);
+/* An AWS region ("us-east-1": host_is_region_label, proxy/host.h) and service code ("sts",
+ * "s3", "execute-api": 1-63 of [a-z0-9-], starting with a letter, not ending with '-'). */
+int secret_aws_region_check(const char *region);
+int secret_aws_service_check(const char *service);
 int secret_env_check(const char *env);
 int secret_file_check(const char *file);
 int secret_query_check(const char *param);
