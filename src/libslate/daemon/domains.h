@@ -16,5 +16,4 @@ int daemon_check_domains(struct daemon_ctx *d, char *detail, size_t len);
 /* Whether QEMU, as the user libvirt runs it as, can search every directory from / down to dir.
  * Returns 0 (detail says as whom), 1 when a directory blocks it (detail: which, whom, the fix),
  * or < 0 when that cannot be told (detail says why). */
-int daemon_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *detail,
-                             size_t len);
+int daemon_check_qemu_access(const struct daemon_ctx *d, const char *dir, char *detail, size_t len);

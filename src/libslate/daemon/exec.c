@@ -130,7 +130,7 @@ int exec_first_read(int fd, const char *extra, size_t extra_len, struct exec_fir
 
 		if (len == cap || left <= 0 || poll(&p, 1, (int)left) <= 0) {
 			exec_send_error(fd, "no complete exec request within %d s",
-			           REQUEST_TIMEOUT_MS / 1000);
+			                REQUEST_TIMEOUT_MS / 1000);
 			return -ETIMEDOUT;
 		}
 		got = read(fd, buf + len, cap - len);
@@ -421,7 +421,7 @@ static int watch_timeout(const struct watch *w)
 struct relay {
 	struct side client, guest;
 	struct exec_held_end *hold; /* NULL: forward the last record like the others */
-	bool exited;           /* EXIT or ERROR went to the client (or to hold) */
+	bool exited;                /* EXIT or ERROR went to the client (or to hold) */
 	uint64_t bytes_out;
 };
 

@@ -251,8 +251,8 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		        name);
 	r = vm_connect(d->libvirt_uri, &conn);
 	if (r < 0)
-		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot connect to %s: %s",
-		                  name, d->libvirt_uri, vm_last_error());
+		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot connect to %s: %s", name,
+		                  d->libvirt_uri, vm_last_error());
 	r = vm_workspace_state(conn, name, &state);
 	if (r < 0)
 		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot ask libvirt: %s", name,
@@ -292,8 +292,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		start_progress("preparing", "disk.img and home.img", s);
 		r = workspace_prepare(d->workspaces, name);
 		if (r < 0)
-			return start_fail(s, r,
-			                  "start %s: preparing its disks: %s", name,
+			return start_fail(s, r, "start %s: preparing its disks: %s", name,
 			                  slate_strerror(r));
 		workspace_free(TAKE_PTR(w));
 		r = workspace_load(d->workspaces, name, &w);
@@ -381,7 +380,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 			r = 0;
 		} else
 			r = shares_serve(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], errbuf,
-			                sizeof(errbuf));
+			                 sizeof(errbuf));
 		if (r >= 0 && !p.fs_sock[i])
 			r = -ENOMEM;
 		if (r < 0) {
@@ -466,16 +465,15 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		start_progress("sharing", "mounting the shared host folders", s);
 		r = shares_mount(d, w, errbuf, sizeof(errbuf));
 		if (r < 0)
-			return start_fail(s, r,
-			                  "start %s: mounting its shares in the guest: %s", name,
-			                  errbuf);
+			return start_fail(s, r, "start %s: mounting its shares in the guest: %s",
+			                  name, errbuf);
 	}
 	if (!br.resumed && !br.already_running) {
 		start_progress("provisioning", "placeholders and the egress CA", s);
 		r = daemon_provision(d, w, errbuf, sizeof(errbuf));
 		if (r < 0)
-			return start_fail(s, r, "start %s: provisioning the guest: %s",
-			                  name, errbuf);
+			return start_fail(s, r, "start %s: provisioning the guest: %s", name,
+			                  errbuf);
 		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
 		if (r < 0)
 			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
@@ -521,16 +519,15 @@ static void start_settle_orphan(struct daemon_ctx *d, const char *name, const st
 		return;
 	if (start_r < 0) {
 		/* start_undo() asks libvirt over a connection of its own. */
-		log_ws(LOG_NOTICE, name, "start %s failed after its client went away",
-		       name);
+		log_ws(LOG_NOTICE, name, "start %s failed after its client went away", name);
 		start_undo(d, name, slate_error_text(io->err));
 		shares_release(d, name);
 		return;
 	}
 	/* Paused by the leak detector is paused on purpose. */
-	if (vm_connect(d->libvirt_uri, &conn) < 0 ||
-	    vm_workspace_state(conn, name, &state) < 0 || state != VM_STATE_PAUSED ||
-	    workspace_load(d->workspaces, name, &w) < 0 || workspace_quarantined(w))
+	if (vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, name, &state) < 0 ||
+	    state != VM_STATE_PAUSED || workspace_load(d->workspaces, name, &w) < 0 ||
+	    workspace_quarantined(w))
 		return;
 	if (vm_domain_lookup(conn, name, &dom) < 0 || virDomainResume(dom) < 0)
 		log_ws(LOG_WARNING, name, "%s is paused after its start and cannot resume: %s",
