@@ -1172,6 +1172,46 @@ static void test_save(void **state)
 	workspace_free(w);
 }
 
+/* The quarantine: marked once (the first host kept), held while either disk is there, ended only
+ * by the prepare that makes both anew. */
+static void test_compromised(void **state)
+{
+	struct ctx *c = *state;
+	struct workspace *w = NULL;
+
+	create_ws(c, "cm", SMALL_HOME);
+	assert_int_equal(workspace_mark_compromised(c->st, "cm", "evil.example"), 1);
+	assert_int_equal(workspace_mark_compromised(c->st, "cm", "other.example"), 0);
+	assert_int_equal(workspace_mark_compromised(c->st, "nosuch", "x"), -ENOENT);
+	assert_int_equal(workspace_load(c->st, "cm", &w), 0);
+	assert_true(w->compromised);
+	assert_true(w->compromised_at > 0);
+	assert_string_equal(w->compromised_host, "evil.example");
+	assert_true(workspace_quarantined(w));
+	workspace_free(TAKE_PTR(w));
+	/* A prepare with both disks there, or with only the system disk made anew, keeps it. */
+	assert_int_equal(workspace_prepare(c->st, "cm"), 0);
+	assert_int_equal(workspace_reset(c->st, "cm"), 0);
+	assert_int_equal(workspace_prepare(c->st, "cm"), 0);
+	assert_int_equal(workspace_load(c->st, "cm", &w), 0);
+	assert_true(workspace_quarantined(w));
+	workspace_free(TAKE_PTR(w));
+	/* Wiped: still marked, no longer quarantined; the fresh pair clears it. */
+	assert_int_equal(workspace_wipe(c->st, "cm"), 0);
+	assert_int_equal(workspace_load(c->st, "cm", &w), 0);
+	assert_true(w->compromised);
+	assert_false(workspace_quarantined(w));
+	workspace_free(TAKE_PTR(w));
+	assert_int_equal(workspace_prepare(c->st, "cm"), 0);
+	assert_int_equal(workspace_load(c->st, "cm", &w), 0);
+	assert_false(w->compromised);
+	assert_int_equal(w->compromised_at, 0);
+	assert_null(w->compromised_host);
+	assert_true(w->disk_present && w->home_present);
+	workspace_free(w);
+	assert_consistent(c);
+}
+
 /* A tampered workspace.json is refused, not half-read. */
 static void test_state_strict(void **state)
 {
@@ -1587,6 +1627,8 @@ static void crash_one(struct ctx *c, size_t i)
 		assert_int_equal(fs_write_atomic_at(AT_FDCWD, key, "KEY", 3, 0600), 0);
 	}
 	if (k->verb == V_PREPARE) {
+		/* Compromised and wiped: the prepare that makes the fresh pair ends the quarantine. */
+		assert_int_equal(workspace_mark_compromised(c->st, name, "evil.example"), 1);
 		assert_int_equal(workspace_reset(c->st, name), 0);
 		assert_int_equal(workspace_wipe_home(c->st, name), 0);
 	}
@@ -1685,9 +1727,15 @@ static void crash_one(struct ctx *c, size_t i)
 		assert_int_equal(workspace_load(c->st, name, &w), 0);
 		assert_int_equal(w->disk_present, k->want == NEW);
 		assert_int_equal(w->home_present, k->want == NEW);
+		/* The mark goes with the write that records the fresh pair, never before it. */
+		assert_int_equal(w->compromised, k->want == OLD);
+		assert_false(workspace_quarantined(w));
 		workspace_free(TAKE_PTR(w));
 		/* Either way, the next prepare finishes the job. */
 		assert_int_equal(workspace_prepare(c->st, name), 0);
+		assert_int_equal(workspace_load(c->st, name, &w), 0);
+		assert_false(w->compromised);
+		workspace_free(TAKE_PTR(w));
 		assert_consistent(c);
 		break;
 	case V_DELETE:
@@ -2094,6 +2142,7 @@ static int group_teardown(void **state)
 	                                        teardown_ctx),                                     \
 	        cmocka_unit_test_setup_teardown(test_list_sorted, setup_ctx, teardown_ctx),        \
 	        cmocka_unit_test_setup_teardown(test_save, setup_ctx, teardown_ctx),               \
+	        cmocka_unit_test_setup_teardown(test_compromised, setup_ctx, teardown_ctx),        \
 	        cmocka_unit_test_setup_teardown(test_state_strict, setup_ctx, teardown_ctx),       \
 	        cmocka_unit_test_setup_teardown(test_reset_prepare, setup_ctx, teardown_ctx),      \
 	        cmocka_unit_test_setup_teardown(test_wipe_home, setup_ctx, teardown_ctx),          \

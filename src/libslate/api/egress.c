@@ -139,7 +139,6 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 {
 	struct proxy_service *svc = userdata;
 	struct daemon_ctx *d = svc->d;
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_close_ int lock_fd = -1;
 	int r;
 
@@ -152,14 +151,7 @@ static void hook_leak(void *userdata, const struct proxy_leak *l)
 		return;
 	r = workspace_lock(d->workspaces, l->workspace, &lock_fd);
 	if (r >= 0)
-		r = workspace_load(d->workspaces, l->workspace, &w);
-	if (r >= 0 && !w->compromised) {
-		w->compromised = true;
-		w->compromised_at = (int64_t)time(NULL);
-		free(w->compromised_host);
-		w->compromised_host = strdup(l->host);
-		r = w->compromised_host ? workspace_save(d->workspaces, w) : -ENOMEM;
-	}
+		r = workspace_mark_compromised(d->workspaces, l->workspace, l->host);
 	if (r < 0)
 		log_ws(LOG_ERR, l->workspace, "cannot mark %s compromised: %s", l->workspace,
 		       slate_strerror(r));

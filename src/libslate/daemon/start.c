@@ -228,7 +228,8 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	_cleanup_free_ char *channel_sock = NULL;
 	struct checkpoint_info cp = {0};
 	double t0, proof_s, pause_ms = 0;
-	bool drift, running;
+	bool drift, running, was_compromised = false;
+	char compromised_host[256] = "";
 	int r;
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
@@ -289,6 +290,9 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 			               (long long)w->base_version, (long long)img->version);
 			start_progress("base-drift", msg, s);
 		}
+		was_compromised = w->compromised;
+		(void)snprintf(compromised_host, sizeof(compromised_host), "%s",
+		               w->compromised_host ? w->compromised_host : "");
 		start_progress("preparing", "disk.img and home.img", s);
 		r = workspace_prepare(d->workspaces, name);
 		if (r < 0)
@@ -298,19 +302,11 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		r = workspace_load(d->workspaces, name, &w);
 		if (r < 0)
 			return start_fail(s, r, "start %s: %s", name, slate_strerror(r));
-		if (w->compromised) {
+		if (was_compromised && !w->compromised)
 			log_ws(LOG_NOTICE, name,
 			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
 			       "allowed to start again",
-			       name, w->compromised_host ? w->compromised_host : "?");
-			w->compromised = false;
-			w->compromised_at = 0;
-			free(w->compromised_host);
-			w->compromised_host = NULL;
-			r = workspace_save(d->workspaces, w);
-			if (r < 0)
-				return start_fail(s, r, "start %s: %s", name, slate_strerror(r));
-		}
+			       name, compromised_host[0] ? compromised_host : "?");
 	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
 		return start_fail(
 		        s, -EBUSY,

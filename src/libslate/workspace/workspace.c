@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "agent/keys.h"
 #include "image/store.h"
@@ -414,6 +415,32 @@ int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *
 	return 0;
 }
 
+int workspace_mark_compromised(struct workspace_store *st, const char *name, const char *host)
+{
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_close_ int fd = -1;
+	char *h;
+	int r;
+
+	r = ws_open_dir(st, name, &fd);
+	if (r < 0)
+		return r;
+	r = load_at(fd, name, &w);
+	if (r < 0)
+		return r;
+	if (w->compromised)
+		return 0;
+	h = strdup(host ? host : "?");
+	if (!h)
+		return -ENOMEM;
+	free(w->compromised_host);
+	w->compromised_host = h;
+	w->compromised = true;
+	w->compromised_at = (int64_t)time(NULL);
+	r = ws_state_save_at(fd, w);
+	return r < 0 ? r : 1;
+}
+
 int workspace_save(struct workspace_store *st, const struct workspace *w)
 {
 	_cleanup_close_ int fd = -1;
@@ -779,7 +806,7 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_free_ char *dir_path = NULL;
 	_cleanup_close_ int fd = -1;
-	bool need_disk, need_home;
+	bool need_disk, need_home, was_disk, was_home;
 	int64_t version = 0;
 	int r;
 
@@ -802,6 +829,8 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	need_home = !w->home_present || r == 0;
 	if (!need_disk && !need_home)
 		return 0;
+	was_disk = w->disk_present;
+	was_home = w->home_present;
 
 	if (need_disk) {
 		/* Anything still named disk.img belongs to the reset that asked for this. */
@@ -846,6 +875,14 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	}
 	if (need_home)
 		w->home_present = true;
+	/* A compromised workspace wiped of both: the fresh pair ends the quarantine, in the same
+	 * write that records it (a crash before it leaves the mark and makes the pair again). */
+	if (w->compromised && need_disk && need_home && !was_disk && !was_home) {
+		w->compromised = false;
+		w->compromised_at = 0;
+		free(w->compromised_host);
+		w->compromised_host = NULL;
+	}
 	r = ws_state_save_at(fd, w);
 	if (r < 0)
 		return r;

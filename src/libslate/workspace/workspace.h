@@ -121,7 +121,8 @@ int workspace_create(struct workspace_store *st, const struct workspace_create_a
                      struct workspace **ret);
 /*
  * Whether the workspace is quarantined: caught leaking a placeholder and not yet wiped. Wiping
- * (no disk.img and no home.img left) ends it; the next start clears the flag itself.
+ * (no disk.img and no home.img left) ends it; workspace_prepare clears the mark in the same
+ * write that records the fresh disk and home.
  */
 static inline bool workspace_quarantined(const struct workspace *w)
 {
@@ -131,8 +132,14 @@ static inline bool workspace_quarantined(const struct workspace *w)
 int workspace_load(struct workspace_store *st, const char *name, struct workspace **ret);
 /* Every workspace, sorted by name (callers filter by owner). */
 int workspace_list(struct workspace_store *st, struct workspace ***ret, size_t *ret_n);
-/* Writes workspace.json atomically (e.g. after marking it compromised). */
+/* Writes workspace.json atomically. */
 int workspace_save(struct workspace_store *st, const struct workspace *w);
+/*
+ * Marks the workspace compromised: a placeholder was sent to host (at now), persisted before
+ * this returns. The caller holds the workspace's lock. Returns 1 when newly marked, 0 when it was
+ * already (the first host and time are kept), or < 0.
+ */
+int workspace_mark_compromised(struct workspace_store *st, const char *name, const char *host);
 
 /* Reset to base: deletes disk.img; home, secrets, keys and shares stay. */
 int workspace_reset(struct workspace_store *st, const char *name);
