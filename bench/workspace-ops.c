@@ -186,7 +186,7 @@ int main(int argc, char **argv)
 	check(storage_open(state_fd, argv[1], &cfg, &s), "storage_open");
 	check(image_store_import(s, "base", argv[2], NULL, NULL, NULL, false, NULL, NULL, NULL),
 	      "image_store_import");
-	check(workspace_store_open(s, &st), "workspace_store_open");
+	check(workspace_store_open(s, NULL, &st), "workspace_store_open");
 	peer = fs_path_join(argv[1], "peer");
 	if (!peer)
 		return 1;

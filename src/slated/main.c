@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "agent/keys.h"
 #include "api/client.h"
 #include "api/routes.h"
 #include "api/server.h"
@@ -289,6 +290,8 @@ static struct helper *start_helper(const struct options *o)
 static int open_storage(const struct options *o, int state_fd, struct daemon_ctx *ctx)
 {
 	struct storage_config cfg = {.mode = STORAGE_MODE_AUTO, .privops = &privops};
+	/* wipe-home keeps the SSH keys the user imported (agent/keys.h). */
+	static const struct workspace_hooks ws_hooks = {.keep_ssh_keys = agent_keys_keep_imported};
 	static char why[512];
 	int r;
 
@@ -318,7 +321,7 @@ static int open_storage(const struct options *o, int state_fd, struct daemon_ctx
 			            o->libvirt_uri, slate_strerror(k));
 		r = image_store_sweep(ctx->storage);
 		if (r >= 0)
-			r = workspace_store_open(ctx->storage, &ctx->workspaces);
+			r = workspace_store_open(ctx->storage, &ws_hooks, &ctx->workspaces);
 	}
 	if (r < 0) {
 		(void)snprintf(why, sizeof(why), "opening storage in %s: %s", o->state_dir,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * libFuzzer target for the one host normaliser (proxy/host.c), which secret bindings, egress
+ * libFuzzer target for the one host normaliser (util/host.c), which secret bindings, egress
  * rules and every request's host go through. The input is a host (or, when its first byte is
  * odd, an authority "host:port"). Besides not crashing, the target checks what binding relies
  * on, since what it returns is stored and compared as is:
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/host.h"
+#include "util/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

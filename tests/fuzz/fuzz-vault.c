@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/host.h"
 #include "secrets/secrets.h"
 #include "secrets/vault.h"
 #include "util/buf.h"
+#include "util/host.h"
 #include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

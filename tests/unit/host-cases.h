@@ -2,13 +2,13 @@
 #pragma once
 
 /*
- * Hostile spellings of hosts, shared by every caller of the one host normaliser (proxy/host.h):
+ * Hostile spellings of hosts, shared by every caller of the one host normaliser (util/host.h):
  * tests/unit/test-host (host_normalize, host_split_authority), test-vault (secret_new's
  * --host, what the vault stores) and test-proxy (egress policy rules). Each must accept exactly
  * these and store exactly the normal form given; out NULL: refused.
  */
 
-#include "proxy/host.h"
+#include "util/host.h"
 
 struct host_case {
 	const char *in, *out;

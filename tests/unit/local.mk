@@ -43,6 +43,8 @@ EXTRA_DIST += tests/unit/man-coverage.test
 # doc/security.md names, for every defence, tests that exist.
 unit_tests += tests/unit/security-tests.test
 EXTRA_DIST += tests/unit/security-tests.test
+unit_tests += tests/unit/include-graph.test
+EXTRA_DIST += tests/unit/include-graph.test
 unit_tests += tests/unit/test-size
 check_PROGRAMS += tests/unit/test-size
 tests_unit_test_size_SOURCES = tests/unit/test-size.c

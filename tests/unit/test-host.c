@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Host normalisation and binding, address classes, networks (proxy/host.c). */
+/* Host normalisation and binding, address classes, networks (util/host.c). */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "host-cases.h"
-#include "proxy/host.h"
+#include "util/host.h"
 
 /* The shared table of hostile spellings (host-cases.h): the normaliser, the authority form a
  * request names, and the normal form normalising to itself (what is stored is re-used as is). */

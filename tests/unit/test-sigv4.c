@@ -19,12 +19,12 @@
 
 #include <cmocka.h>
 
-#include "proxy/host.h"
 #include "proxy/sigv4.h"
 #include "secrets/secrets.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/host.h"
 
 /* The test suite's credentials (docs.aws.amazon.com/general/latest/gr/signature-v4-test-suite). */
 #define SUITE_KEY_ID "AKIDEXAMPLE"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * The vault (secrets/vault.c, secrets/secret.c; hosts by proxy/host.c) on a real install directory:
+ * The vault (secrets/vault.c, secrets/secret.c; hosts by util/host.c) on a real install directory:
  * no plaintext in the sealed file, purpose binding (a vault moved to another workspace's
  * directory or another user's does not open), tampering refused, the strict plaintext parser,
  * global + workspace merge with override, host normalisation and binding, values kept out of

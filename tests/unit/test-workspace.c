@@ -266,7 +266,7 @@ static int ctx_open(struct fsys *f, enum storage_mode mode, enum storage_kind wa
 	}
 	c->base_version = info->version;
 	image_info_free(info);
-	r = workspace_store_open(c->s, &c->st);
+	r = workspace_store_open(c->s, NULL, &c->st);
 	if (r < 0) {
 		print_error("workspace_store_open: %s\n", slate_strerror(r));
 		return -1;
@@ -312,7 +312,7 @@ static void reopen(struct ctx *c)
 {
 	workspace_store_free(c->st);
 	c->st = NULL;
-	assert_int_equal(workspace_store_open(c->s, &c->st), 0);
+	assert_int_equal(workspace_store_open(c->s, NULL, &c->st), 0);
 }
 
 /* ---- file helpers ---- */

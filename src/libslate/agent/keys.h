@@ -23,10 +23,11 @@
 #include "agent/proto.h"
 #include "util/buf.h"
 #include "util/macro.h"
+#include "workspace/layout.h"
 
 struct install;
 
-#define AGENT_SSH_DIR "ssh"
+#define AGENT_SSH_DIR WORKSPACE_SSH_DIR /* in the workspace's directory */
 #define AGENT_KEYS_FILE "keys.json"
 #define AGENT_MANAGED_FILE "managed.key"
 #define AGENT_MAX_KEYS 16u

@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "proxy/ca.h"
-#include "proxy/host.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/host.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY *, EVP_PKEY_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(X509 *, X509_free);

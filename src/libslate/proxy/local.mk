@@ -1,7 +1,6 @@
 # proxy/: the egress proxy (doc/egress-proxy.md). sigv4.* is in sigv4.mk.
 src_libslate_libslate_la_SOURCES += \
 	src/libslate/proxy/http.c src/libslate/proxy/http.h \
-	src/libslate/proxy/host.c src/libslate/proxy/host.h \
 	src/libslate/proxy/scan.c src/libslate/proxy/scan.h \
 	src/libslate/proxy/tripwire.c src/libslate/proxy/tripwire.h \
 	src/libslate/proxy/policy.c src/libslate/proxy/policy.h \
@@ -49,10 +48,10 @@ tests_unit_test_fuzz_corpus_http_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-h
 tests_unit_test_fuzz_corpus_http_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
 	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-http\"
 tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
-# The one host normaliser (proxy/host.c): secret bindings, egress rules, request hosts.
+# The one host normaliser (util/host.c): secret bindings, egress rules, request hosts.
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-host
-tests_fuzz_fuzz_host_SOURCES = tests/fuzz/fuzz-host.c src/libslate/proxy/host.c
+tests_fuzz_fuzz_host_SOURCES = tests/fuzz/fuzz-host.c src/libslate/util/host.c
 tests_fuzz_fuzz_host_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_host_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_host_LDADD = $(IDN2_LIBS)

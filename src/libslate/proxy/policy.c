@@ -31,7 +31,7 @@ void egress_policy_free(struct egress_policy *p)
 	free(p);
 }
 
-/* A rule's host in canonical form: a network, or a host as the one normaliser (proxy/host.h)
+/* A rule's host in canonical form: a network, or a host as the one normaliser (util/host.h)
  * writes it, an address as a full-length network. */
 static int rule_target(const char *host, char **ret_host, bool *ret_is_net, struct ip_net *ret_net)
 {

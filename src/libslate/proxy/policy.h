@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "proxy/host.h"
+#include "util/host.h"
 #include "util/macro.h"
 
 #define EGRESS_FILE "egress.json"

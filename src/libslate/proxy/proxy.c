@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "proxy/ca.h"
-#include "proxy/host.h"
 #include "proxy/http.h"
 #include "proxy/proxy.h"
 #include "proxy/scan.h"
@@ -32,6 +31,7 @@
 #include "proxy/tripwire.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/host.h"
 #include "util/json.h"
 #include "util/log.h"
 

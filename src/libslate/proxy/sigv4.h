@@ -186,7 +186,7 @@ typedef int (*sigv4_lookup_fn)(void *userdata, const char *key_id, struct sigv4_
 struct secret_set;
 struct sigv4_secret_lookup {
 	const struct secret_set *set;
-	const char *host; /* normalised host the request goes to (proxy/host.h) */
+	const char *host; /* normalised host the request goes to (util/host.h) */
 	/* Whether a secret bound to bound may go to host: the proxy's host_matches() (proxy.c's
 	 * resign_host_bound), so that the re-signer and the leak scanner agree. */
 	bool (*host_bound)(const char *bound, const char *host);

@@ -5,7 +5,7 @@ src_libslate_libslate_la_SOURCES += src/libslate/secrets/secrets.h \
 	src/libslate/secrets/placeholder.c src/libslate/secrets/placeholder.h \
 	src/libslate/secrets/vault.c src/libslate/secrets/vault.h \
 	src/libslate/secrets/provision.c src/libslate/secrets/provision.h
-# Host names are normalised to IDNA A-labels with libidn2 (proxy/host.c, the one normaliser).
+# Host names are normalised to IDNA A-labels with libidn2 (util/host.c, the one normaliser).
 src_libslate_libslate_la_CFLAGS += $(IDN2_CFLAGS)
 src_libslate_libslate_la_LIBADD += $(IDN2_LIBS)
 
@@ -29,7 +29,7 @@ if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-vault
 tests_fuzz_fuzz_vault_SOURCES = tests/fuzz/fuzz-vault.c \
 	src/libslate/secrets/vault.c src/libslate/secrets/secret.c \
-	src/libslate/proxy/host.c src/libslate/secrets/placeholder.c
+	src/libslate/util/host.c src/libslate/secrets/placeholder.c
 tests_fuzz_fuzz_vault_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDADD = $(LIBSLATE_LIBS)

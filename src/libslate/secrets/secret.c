@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/host.h"
 #include "secrets/placeholder.h"
 #include "secrets/secrets.h"
 #include "util/error.h"
+#include "util/host.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -382,7 +382,7 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
 		const char *why = "is not a host";
 		bool dup = false;
 
-		/* The proxy's normaliser (proxy/host.h), the one every binding is compared with. */
+		/* The proxy's normaliser (util/host.h), the one every binding is compared with. */
 		if (host_normalize_why(hosts[i], strlen(hosts[i]), h, sizeof(h), &why) < 0)
 			return fail(err, errlen, "secret %s: host '%s' %s", key, hosts[i], why);
 		for (size_t j = 0; j < s->n_hosts; j++)

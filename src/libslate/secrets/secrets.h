@@ -107,7 +107,7 @@ struct secret_spec {
 };
 
 /*
- * Validates spec and builds the secret: hosts normalised (host_normalize, proxy/host.h), the value split by
+ * Validates spec and builds the secret: hosts normalised (host_normalize, util/host.h), the value split by
  * kind, copied into secure buffers, registered with log_forbid(), and each placeholder derived
  * from salt (INSTALL_SALT_LEN bytes; secrets/placeholder.h). On failure err (when non-NULL)
  * says what is wrong without ever quoting the value. Returns 0 or a negative error (-EINVAL for
@@ -151,7 +151,7 @@ int secret_to_json(const struct secret *s, bool with_placeholders, struct json_o
 
 /*
  * The warnings a secret's hosts call for: one for each host whose binding covers a shared zone
- * (host_shared_zone, proxy/host.h), where people other than the user own names that would get
+ * (host_shared_zone, util/host.h), where people other than the user own names that would get
  * the real value too. Returns 0 and in *ret a JSON array (empty when every host is narrow) of
  * {"host", "zone", "example", "instead", "message"}, message a sentence naming all of them; or
  * -ENOMEM.
@@ -160,7 +160,7 @@ int secret_broad_warnings(const struct secret *s, struct json_object **ret);
 
 /* Checks for the names a secret carries; each returns 0 or -EINVAL. */
 int secret_key_check(const char *key);
-/* An AWS region ("us-east-1": host_is_region_label, proxy/host.h) and service code ("sts",
+/* An AWS region ("us-east-1": host_is_region_label, util/host.h) and service code ("sts",
  * "s3", "execute-api": 1-63 of [a-z0-9-], starting with a letter, not ending with '-'). */
 int secret_aws_region_check(const char *region);
 int secret_aws_service_check(const char *service);

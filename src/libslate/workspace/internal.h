@@ -11,12 +11,12 @@
 #include "storage/storage.h"
 #include "workspace/workspace.h"
 
-#define WS_STATE_FILE "workspace.json"
+#define WS_STATE_FILE WORKSPACE_STATE_FILE
 #define WS_STATE_MAX_SIZE (1u << 20)
-#define WS_DISK "disk.img"
-#define WS_HOME "home.img"
-#define WS_CHECKPOINTS "checkpoints"
-#define WS_SSH "ssh"
+#define WS_DISK WORKSPACE_DISK
+#define WS_HOME WORKSPACE_HOME
+#define WS_CHECKPOINTS WORKSPACE_CHECKPOINTS
+#define WS_SSH WORKSPACE_SSH_DIR
 #define WS_LOCKS_DIR ".locks"
 /* Per-size home templates (home.c); never a workspace, never swept as a half-made one. */
 #define WS_HOME_TEMPLATES ".home-templates"
@@ -35,6 +35,7 @@ struct workspace_store {
 	struct storage *storage; /* borrowed */
 	int dirfd;               /* storage_workspaces_fd(), borrowed */
 	int locks_fd;            /* <workspaces>/.locks, owned */
+	struct workspace_hooks hooks;
 };
 
 /* state.c */

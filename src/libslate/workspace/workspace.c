@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "agent/keys.h"
 #include "image/store.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -273,7 +272,8 @@ static int store_sweep(struct workspace_store *st)
 	return r < 0 ? r : 0;
 }
 
-int workspace_store_open(struct storage *s, struct workspace_store **ret)
+int workspace_store_open(struct storage *s, const struct workspace_hooks *hooks,
+                         struct workspace_store **ret)
 {
 	_cleanup_(workspace_store_freep) struct workspace_store *st = NULL;
 	int r;
@@ -284,6 +284,8 @@ int workspace_store_open(struct storage *s, struct workspace_store **ret)
 	if (!st)
 		return -ENOMEM;
 	st->storage = s;
+	if (hooks)
+		st->hooks = *hooks;
 	st->dirfd = storage_workspaces_fd(s);
 	st->locks_fd = -1;
 	if (st->dirfd < 0)
@@ -698,7 +700,7 @@ static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace
 	/* The generated key pair goes; keys the user imported stay (slate(1): wipe-home discards
 	 * "the generated SSH key pair"; doc/security.md, "Credentials": a compromised workspace's
 	 * wipe keeps keys). */
-	kept = agent_keys_keep_imported(fd);
+	kept = st->hooks.keep_ssh_keys ? st->hooks.keep_ssh_keys(fd) : 0;
 	if (kept < 0)
 		return kept;
 	if (kept > 0) {

@@ -26,8 +26,8 @@
 
 #include "storage/storage.h"
 #include "util/macro.h"
+#include "workspace/layout.h"
 
-#define WORKSPACE_NAME_MAX 63
 #define WORKSPACE_CHECKPOINTS_KEEP 5
 #define WORKSPACE_DEFAULT_MEMORY_MIB 2048
 #define WORKSPACE_DEFAULT_CPUS 2
@@ -91,16 +91,21 @@ struct checkpoint_info {
 
 struct workspace_store;
 
-/* Returns 0 if name matches [a-z0-9][a-z0-9-]{0,62}, else -EINVAL. */
-int workspace_name_check(const char *name);
-/* The rule, for messages. */
-#define WORKSPACE_NAME_RULE                                                                        \
-	"a workspace name is 1 to 63 characters: lowercase letters, digits and '-', starting "     \
-	"with "                                                                                    \
-	"a letter or digit"
+/* What the store asks of the modules above it (it includes none of their headers). */
+struct workspace_hooks {
+	/*
+	 * wipe-home: keeps the SSH keys the user imported in the workspace's ssh/ directory
+	 * (ws_dirfd: the workspace's directory) and drops the rest. Returns how many it kept (the
+	 * directory then stays), 0 to have the directory removed, or < 0. NULL: none are kept.
+	 * slated passes agent_keys_keep_imported() (agent/keys.h).
+	 */
+	int (*keep_ssh_keys)(int ws_dirfd);
+};
 
-/* Opens the store on s (borrowed; must outlive the store) and runs the crash sweep. */
-int workspace_store_open(struct storage *s, struct workspace_store **ret);
+/* Opens the store on s (borrowed; must outlive the store) with hooks (copied; may be NULL) and
+ * runs the crash sweep, which may finish a wipe-home and so needs them already. */
+int workspace_store_open(struct storage *s, const struct workspace_hooks *hooks,
+                         struct workspace_store **ret);
 void workspace_store_free(struct workspace_store *st);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct workspace_store *, workspace_store_free);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/host.h"
+#include "util/host.h"
 #include "util/macro.h"
 
 static bool name_char(char c)
