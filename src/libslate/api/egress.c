@@ -19,6 +19,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
+#include "daemon/egress.h"
 #include "daemon/exec.h"
 #include "proxy/policy.h"
 #include "proxy/proxy.h"
@@ -55,22 +56,6 @@ struct proxy_service {
 static struct proxy_service service = {.lock = PTHREAD_MUTEX_INITIALIZER,
                                        .idle = PTHREAD_COND_INITIALIZER};
 
-/* Serialises read-modify-write of egress.json files (slated is their only writer). */
-static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int ws_dirfd(struct daemon_ctx *d, const char *name, int *ret)
-{
-	_cleanup_free_ char *path = NULL;
-	int r = workspace_name_check(name);
-
-	if (r < 0)
-		return r;
-	path = workspace_dir_path(d->workspaces, name);
-	if (!path)
-		return -ENOMEM;
-	return fs_open_dir_at(AT_FDCWD, path, ret);
-}
-
 /* ---- the proxy's hooks ---- */
 
 static int hook_load(void *userdata, const char *ws, struct secret_set **ret_secrets,
@@ -95,7 +80,7 @@ static int hook_load(void *userdata, const char *ws, struct secret_set **ret_sec
 		                "has no network until it is wiped",
 		                ws, w->compromised_host ? w->compromised_host : "?"),
 		       -EPERM;
-	r = ws_dirfd(d, ws, &dfd);
+	r = daemon_ws_dirfd(d, ws, &dfd);
 	if (r >= 0)
 		r = egress_policy_load_at(dfd, &policy);
 	if (r < 0)
@@ -292,7 +277,7 @@ int handle_egress_get(struct api_request *req, struct api_reply *reply)
 
 	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
 		return 0;
-	r = ws_dirfd(d, name, &dfd);
+	r = daemon_ws_dirfd(d, name, &dfd);
 	if (r >= 0)
 		r = egress_policy_load_at(dfd, &p);
 	if (r < 0)
@@ -359,25 +344,11 @@ int api_egress_from_json(struct json_object *o, struct egress_policy **ret, stru
 	return 0;
 }
 
-int api_egress_save(struct daemon_ctx *d, const char *name, const struct egress_policy *p)
-{
-	_cleanup_close_ int dfd = -1;
-	int r = ws_dirfd(d, name, &dfd);
-
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&policy_lock);
-	r = egress_policy_save_at(dfd, p);
-	pthread_mutex_unlock(&policy_lock);
-	return r;
-}
-
 int handle_egress_set(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
 	const char *name = req->params[0], *action = NULL, *host = NULL;
 	_cleanup_(egress_policy_freep) struct egress_policy *p = NULL;
-	_cleanup_close_ int dfd = -1;
 	int r;
 
 	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
@@ -395,17 +366,7 @@ int handle_egress_set(struct api_request *req, struct api_reply *reply)
 	if ((streq(action, "allow-all") || streq(action, "deny-all")) && host)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "%s takes no host", action);
 
-	r = ws_dirfd(d, name, &dfd);
-	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "%s: %s", name,
-		                       slate_strerror(r));
-	pthread_mutex_lock(&policy_lock);
-	r = egress_policy_load_at(dfd, &p);
-	if (r >= 0)
-		r = egress_policy_apply(p, action, host);
-	if (r >= 0)
-		r = egress_policy_save_at(dfd, p);
-	pthread_mutex_unlock(&policy_lock);
+	r = daemon_egress_update(d, name, action, host, &p);
 	if (r == -EINVAL)
 		return api_reply_error(
 		        reply, 400, API_ERR_BAD_REQUEST, "%s",

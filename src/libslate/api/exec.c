@@ -4,19 +4,16 @@
  * an exec session (daemon/exec.h); a run creates, starts and with rm deletes around it.
  */
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "api/exec.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "daemon/exec.h"
-#include "daemon/start.h"
+#include "daemon/run.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -87,128 +84,16 @@ int handle_workspace_exec(struct api_request *req, struct api_reply *reply)
 
 /* ---- /v1/run: create if needed, start, exec, and with rm delete whatever happens ---- */
 
-/*
- * A run's start reports progress as PROGRESS records, and while it waits (on libvirt, the guest)
- * a ticker repeats the last one every API_STREAM_KEEPALIVE_S with "(still waiting, N s)", as API
- * streams do: the client sees the start is alive. The fd is written from both threads: lock.
- */
-struct run_progress {
-	int fd;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	char last[CH_MAX_TEXT + 1];
-	struct timespec last_at, sent_at;
-};
-
-static double ts_diff(const struct timespec *a, const struct timespec *b)
-{
-	return (double)(a->tv_sec - b->tv_sec) + (double)(a->tv_nsec - b->tv_nsec) / 1e9;
-}
-
-static void run_progress_fn(const char *step, const char *detail, void *userdata)
-{
-	struct run_progress *p = userdata;
-
-	pthread_mutex_lock(&p->lock);
-	(void)snprintf(p->last, sizeof(p->last), "%s%s%s", step, detail && *detail ? ": " : "",
-	               detail ? detail : "");
-	(void)clock_gettime(CLOCK_MONOTONIC, &p->last_at);
-	p->sent_at = p->last_at;
-	exec_send_progress(p->fd, p->last);
-	pthread_mutex_unlock(&p->lock);
-}
-
-static void *run_ticker(void *arg)
-{
-	struct run_progress *p = arg;
-	struct timespec now, deadline;
-	char text[CH_MAX_TEXT + 1];
-
-	pthread_mutex_lock(&p->lock);
-	while (!p->stop) {
-		(void)clock_gettime(CLOCK_MONOTONIC, &now);
-		if (p->last[0] && ts_diff(&now, &p->sent_at) >= API_STREAM_KEEPALIVE_S) {
-			(void)snprintf(text, sizeof(text), "%.*s (still waiting, %d s)",
-			               CH_MAX_TEXT - 32, p->last, (int)ts_diff(&now, &p->last_at));
-			exec_send_progress(p->fd, text);
-			p->sent_at = now;
-		}
-		deadline = p->sent_at;
-		deadline.tv_sec += API_STREAM_KEEPALIVE_S;
-		if (ts_diff(&deadline, &now) <= 0)
-			deadline = (struct timespec){now.tv_sec + 1, now.tv_nsec};
-		(void)pthread_cond_timedwait(&p->cond, &p->lock, &deadline);
-	}
-	pthread_mutex_unlock(&p->lock);
-	return NULL;
-}
-
-/* Starts the run's ticker; returns whether it runs (a run without one still works). */
-static bool run_ticker_start(struct run_progress *p, pthread_t *tid)
-{
-	pthread_condattr_t ca;
-	bool ok;
-
-	(void)pthread_condattr_init(&ca);
-	(void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	(void)pthread_cond_init(&p->cond, &ca);
-	(void)pthread_condattr_destroy(&ca);
-	(void)clock_gettime(CLOCK_MONOTONIC, &p->sent_at);
-	p->last_at = p->sent_at;
-	ok = pthread_create(tid, NULL, run_ticker, p) == 0;
-	if (!ok)
-		log_warning("run: no keep-alive ticker for the start: %s", strerror(errno));
-	return ok;
-}
-
-static void run_ticker_stop(struct run_progress *p, pthread_t tid)
-{
-	pthread_mutex_lock(&p->lock);
-	p->stop = true;
-	pthread_cond_signal(&p->cond);
-	pthread_mutex_unlock(&p->lock);
-	(void)pthread_join(tid, NULL);
-}
-
-/* Whether the client is still connected (it sends nothing while it waits for the start). */
-static bool client_gone(int fd)
-{
-	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-static void run_remove(struct daemon_ctx *d, const char *name)
-{
-	char err[1024] = "";
-	int r;
-
-	r = daemon_destroy_and_delete(d, name, err, sizeof(err));
-	if (r < 0)
-		log_ws(LOG_ERR, name, "run --rm: cannot delete workspace %s: %s", name,
-		       err[0] ? err : slate_strerror(r));
-	else
-		log_ws(LOG_INFO, name, "run --rm: deleted workspace %s", name);
-}
-
-/*
- * With rm, the workspace goes before the client hears the end (the command's EXIT, or why it
- * failed): when `slate run --rm` returns, nothing is left.
- */
+/* A run: the create body parsed as POST /workspaces does (an error goes to the client as an
+ * ERROR record, as everything after the upgrade), then daemon_run. */
 static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 {
 	struct exec_job *j = arg;
 	struct daemon_ctx *d = j->d;
 	_cleanup_(exec_first_done) struct exec_first first = {0};
-	struct run_progress rp = {.fd = fd, .lock = PTHREAD_MUTEX_INITIALIZER};
-	bool ticking = false;
-	pthread_t ticker;
-	struct exec_held_end end = {0};
-	bool created = false;
-	struct slate_error serr = {0};
-	char err[SLATE_ERROR_MSG_MAX] = "";
-	int r;
+	_cleanup_(api_create_done) struct api_create c = {0};
+	struct daemon_run_spec spec = {
+	        .name = j->name, .rm = j->rm, .keepalive_s = API_STREAM_KEEPALIVE_S};
 
 	if (exec_first_read(fd, extra, extra_len, &first) < 0)
 		return;
@@ -220,44 +105,18 @@ static void run_bridge(int fd, const char *extra, size_t extra_len, void *arg)
 		                           .userdata = d};
 		struct api_reply crep = {0};
 		const char *msg = NULL, *ecode = NULL;
+		int r = api_create_parse(&creq, j->create, &c, &crep);
 
-		exec_send_progress(fd, "creating workspace");
-		r = handle_workspace_create(&creq, &crep);
-		if (crep.status != 201) {
+		if (r < 0) {
 			if (crep.json)
 				(void)api_error_parse(crep.json, &ecode, &msg);
-			exec_send_error(fd, "%s", msg ? msg : slate_strerror(r < 0 ? r : -EIO));
+			exec_send_error(fd, "%s", msg ? msg : slate_strerror(r));
 			json_object_put(crep.json);
 			return;
 		}
-		json_object_put(crep.json);
-		created = true;
-		(void)run_progress_fn("created", j->name, &rp);
+		spec.create = &c.spec;
 	}
-	/* From here on, with rm, the workspace goes whatever happens. */
-	ticking = run_ticker_start(&rp, &ticker);
-	r = daemon_start(d, j->name, NULL, run_progress_fn, &rp, NULL, NULL, &serr);
-	if (ticking)
-		run_ticker_stop(&rp, ticker);
-	if (r < 0) {
-		(void)snprintf(err, sizeof(err), "%s", slate_error_text(&serr));
-		goto out;
-	}
-	if (client_gone(fd)) {
-		log_ws(LOG_INFO, j->name, "run in %s: the client went away during the start",
-		       j->name);
-		goto out;
-	}
-	(void)exec_session(d, j->name, fd, &first, j->rm && created ? &end : NULL);
-out:
-	if (j->rm && created) {
-		exec_send_progress(fd, "deleting the workspace");
-		run_remove(d, j->name);
-	}
-	if (err[0])
-		exec_send_error(fd, "%s", err);
-	else if (end.len)
-		(void)fs_write_all(fd, end.buf, end.len);
+	daemon_run(d, &spec, fd, &first);
 }
 
 int handle_run(struct api_request *req, struct api_reply *reply)

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "api/server.h"
+#include "daemon/create.h"
 #include "daemon/daemon.h"
 #include "vm/lifecycle.h"
 
@@ -22,6 +23,20 @@ int api_need_images(const struct daemon_ctx *d, struct api_reply *reply);
 struct workspace;
 int api_load_visible(struct daemon_ctx *d, const struct api_request *req, const char *name,
                      struct workspace **ret, struct api_reply *reply);
+
+/* A create request's body, parsed and checked as POST /workspaces does (the caller's shares,
+ * the image, sizes, egress settings), into what daemon_create takes; api_create_done frees it.
+ * On failure fills reply and returns < 0. */
+#define API_MAX_SHARES 8 /* VM_MAX_SHARES: one virtiofs device each */
+struct api_create {
+	struct daemon_create_spec spec;
+	struct workspace_share shares[API_MAX_SHARES];
+	char *image;
+	struct egress_policy *egress;
+};
+int api_create_parse(struct api_request *req, struct json_object *body, struct api_create *c,
+                     struct api_reply *reply);
+void api_create_done(struct api_create *c);
 
 /* Handlers in api/workspaces.c and api/images.c. */
 int handle_workspace_list(struct api_request *req, struct api_reply *reply);
@@ -64,11 +79,10 @@ int handle_egress_set(struct api_request *req, struct api_reply *reply);
 int proxy_service_start(struct daemon_ctx *d);
 /* `create`'s egress settings, {"default": "allow-all"|"deny-all", "rules": [{"action", "host"}]}:
  * checked as `slate egress` checks them (egress_policy_apply) into a new policy, else a 400 in
- * reply and -EINVAL; api_egress_save writes it into workspace name's egress.json. */
+ * reply and -EINVAL. */
 struct egress_policy;
 int api_egress_from_json(struct json_object *o, struct egress_policy **ret,
                          struct api_reply *reply);
-int api_egress_save(struct daemon_ctx *d, const char *name, const struct egress_policy *p);
 void proxy_service_stop(struct daemon_ctx *d);
 /* In api/images.c: an installed image as JSON (GET /v1/images, pull, import); its digest as
  * the API shows it (api_digest_text): "sha256-1m:<hex>" (image/verify.h) or, for an image

@@ -11,6 +11,7 @@
 #include "agent/agent.h"
 #include "api/protocol.h"
 #include "api/routes.h"
+#include "daemon/create.h"
 #include "image/store.h"
 #include "proxy/policy.h"
 #include "secrets/vault.h"
@@ -21,7 +22,7 @@
 #include "vm/domain.h"
 #include "workspace/workspace.h"
 
-#define MAX_SHARES 8 /* VM_MAX_SHARES: one virtiofs device each */
+#define MAX_SHARES API_MAX_SHARES
 
 /* Maps a library error onto a reply. Always returns r (< 0). */
 static int reply_errno(struct api_reply *reply, int r, const char *what, const char *name)
@@ -384,140 +385,121 @@ static int default_image(struct daemon_ctx *d, char **ret, struct api_reply *rep
 	       -EINVAL;
 }
 
-int handle_workspace_create(struct api_request *req, struct api_reply *reply)
+void api_create_done(struct api_create *c)
+{
+	for (size_t i = 0; i < c->spec.args.n_shares; i++) {
+		free(c->shares[i].host_dir);
+		free(c->shares[i].guest_dir);
+	}
+	c->spec.args.n_shares = 0;
+	free(c->image);
+	c->image = NULL;
+	egress_policy_free(c->egress);
+	c->egress = NULL;
+}
+
+int api_create_parse(struct api_request *req, struct json_object *body, struct api_create *c,
+                     struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
-	struct workspace_share shares[MAX_SHARES] = {0};
-	struct workspace_create_args a = {.owner = req->caller.uid};
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	_cleanup_free_ char *image = NULL;
-	_cleanup_close_ int lock_fd = -1;
-	struct json_object *arr;
+	struct workspace_create_args *a = &c->spec.args;
+	struct json_object *arr, *eg;
 	const char *name = NULL, *img = NULL;
-	_cleanup_json_ struct json_object *key = NULL;
-	_cleanup_(egress_policy_freep) struct egress_policy *egress = NULL;
-	struct json_object *out_json, *eg;
-	bool gen_key = false;
 	int64_t v;
-	size_t n_shares = 0;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0)
-		return -ENODEV;
-	if (!req->body || json_get_string(req->body, "name", &name) < 0)
+	*c = (struct api_create){0};
+	a->owner = req->caller.uid;
+	if (!body || json_get_string(body, "name", &name) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "a workspace needs a name");
 	if (workspace_name_check(name) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid name '%s': %s",
 		                       name, WORKSPACE_NAME_RULE);
-	if (json_get_string(req->body, "image", &img) >= 0) {
+	a->name = name;
+	if (json_get_string(body, "image", &img) >= 0) {
 		if (image_id_check(img) < 0)
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 			                       "invalid image id '%s'", img);
-		image = strdup(img);
-		if (!image)
+		c->image = strdup(img);
+		if (!c->image)
 			return -ENOMEM;
-	} else if (default_image(d, &image, reply) < 0) {
+	} else if (default_image(d, &c->image, reply) < 0) {
 		return -EINVAL;
 	}
-	if (json_get_int64(req->body, "memory_mib", &v) >= 0) {
+	a->image_id = c->image;
+	if (json_get_int64(body, "memory_mib", &v) >= 0) {
 		if (v < 128 || v > 1024 * 1024)
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 			                       "memory must be 128 MiB to 1 TiB");
-		a.memory_mib = (uint64_t)v;
+		a->memory_mib = (uint64_t)v;
 	}
-	if (json_get_int64(req->body, "cpus", &v) >= 0) {
+	if (json_get_int64(body, "cpus", &v) >= 0) {
 		if (v < 1 || v > 256)
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 			                       "cpus must be 1 to 256");
-		a.cpus = (unsigned)v;
+		a->cpus = (unsigned)v;
 	}
-	if (json_get_int64(req->body, "home_size", &v) >= 0) {
+	if (json_get_int64(body, "home_size", &v) >= 0) {
 		if (v < (64 << 20) || v > (INT64_C(16) << 40))
 			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 			                       "home size must be 64 MiB to 16 TiB");
-		a.home_size = (uint64_t)v;
+		a->home_size = (uint64_t)v;
 	}
-	(void)json_get_bool(req->body, "ephemeral", &a.ephemeral);
-	if (json_get_array(req->body, "shares", &arr) >= 0) {
-		r = parse_shares(req, arr, shares, &n_shares, reply);
+	(void)json_get_bool(body, "ephemeral", &a->ephemeral);
+	a->shares = c->shares;
+	if (json_get_array(body, "shares", &arr) >= 0) {
+		r = parse_shares(req, arr, c->shares, &a->n_shares, reply);
 		if (r < 0)
-			goto out;
+			return r;
 	}
-	(void)json_get_bool(req->body, "generate_ssh_key", &gen_key);
+	(void)json_get_bool(body, "generate_ssh_key", &c->spec.generate_ssh_key);
 	/* create --egress/--allow/--deny: checked before anything exists. */
-	if (json_object_object_get_ex(req->body, "egress", &eg)) {
-		r = api_egress_from_json(eg, &egress, reply);
+	if (json_object_object_get_ex(body, "egress", &eg)) {
+		r = api_egress_from_json(eg, &c->egress, reply);
 		if (r < 0)
-			goto out;
+			return r;
+		c->spec.egress = c->egress;
 	}
-	if (gen_key && (!d->agent || !d->install)) {
-		r = api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-		                    "--generate-ssh-key: the SSH agent or the host master key is "
-		                    "unavailable (see slated's log)");
-		goto out;
-	}
-	a.name = name;
-	a.image_id = image;
-	a.shares = shares;
-	a.n_shares = n_shares;
+	if (c->spec.generate_ssh_key && (!d->agent || !d->install))
+		return api_reply_error(
+		        reply, 503, API_ERR_UNAVAILABLE,
+		        "--generate-ssh-key: the SSH agent or the host master key is "
+		        "unavailable (see slated's log)");
+	return 0;
+}
 
-	r = workspace_lock(d->workspaces, name, &lock_fd);
-	if (r < 0) {
-		reply_errno(reply, r, "locking workspace", name);
-		goto out;
-	}
-	r = workspace_create(d->workspaces, &a, &w);
-	if (r == -EEXIST && !name_is_callers(d, req, name)) {
+int handle_workspace_create(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	_cleanup_(api_create_done) struct api_create c = {0};
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	_cleanup_json_ struct json_object *key = NULL;
+	struct slate_error err = {0};
+	struct json_object *out_json;
+	unsigned status;
+	int r;
+
+	if (api_need_workspaces(d, reply) < 0)
+		return -ENODEV;
+	r = api_create_parse(req, req->body, &c, reply);
+	if (r < 0)
+		return r;
+	r = daemon_create(d, &c.spec, &w, &key, &err);
+	if (r == -EEXIST && !name_is_callers(d, req, c.spec.args.name))
 		/* Names are one namespace on the host; whose a taken name is stays unsaid. */
-		(void)api_reply_error(
+		return api_reply_error(
 		        reply, 409, API_ERR_CONFLICT,
 		        "creating workspace: the name '%s' is not available (workspace "
 		        "names are shared by all users of this host): choose another",
-		        name);
-		goto out;
-	}
-	if (r == -ENOENT) {
-		(void)api_reply_error(reply, 404, API_ERR_NOT_FOUND,
-		                      "image '%s' is not installed ('slate image ls')", image);
-		goto out;
-	}
+		        c.spec.args.name);
 	if (r < 0) {
-		reply_errno(reply, r, "creating workspace", name);
-		goto out;
+		const char *code = api_error_code(r, &status);
+		return api_reply_error(reply, status, code, "%s", err.msg), r;
 	}
-	/* The key pair goes with the workspace: a workspace asked for with one never exists
-	 * without it. */
-	if (gen_key) {
-		r = agent_generate(d->agent, name, NULL, NULL, &key);
-		if (r < 0) {
-			(void)workspace_delete(d->workspaces, name);
-			reply_errno(reply, r, "generating the SSH key of", name);
-			goto out;
-		}
-	}
-	/* Likewise its egress policy. */
-	if (egress) {
-		r = api_egress_save(d, name, egress);
-		if (r < 0) {
-			if (gen_key)
-				agent_forget(d->agent, name);
-			(void)workspace_delete(d->workspaces, name);
-			reply_errno(reply, r, "writing the egress policy of", name);
-			goto out;
-		}
-	}
-	log_ws(LOG_INFO, name, "created workspace %s from image %s for uid %u", name, image,
-	       (unsigned)req->caller.uid);
 	out_json = ws_json(d, w, true, 0);
 	if (out_json && key)
 		(void)json_add(out_json, "ssh_key", TAKE_PTR(key));
-	r = api_reply_json(reply, 201, out_json);
-out:
-	for (size_t i = 0; i < n_shares; i++) {
-		free(shares[i].host_dir);
-		free(shares[i].guest_dir);
-	}
-	return r;
+	return api_reply_json(reply, 201, out_json);
 }
 
 typedef int (*verb_fn)(struct workspace_store *st, const char *name);
