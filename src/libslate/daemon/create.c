@@ -12,8 +12,7 @@
 #include "workspace/workspace.h"
 
 int daemon_create(struct daemon_ctx *d, const struct daemon_create_spec *spec,
-                  struct workspace **ret, struct json_object **ret_ssh_key,
-                  struct slate_error *err)
+                  struct workspace **ret, struct json_object **ret_ssh_key, struct slate_error *err)
 {
 	const struct workspace_create_args *a = &spec->args;
 	_cleanup_(workspace_freep) struct workspace *w = NULL;

@@ -13,8 +13,8 @@ struct egress_policy;
 struct json_object;
 
 struct daemon_create_spec {
-	struct workspace_create_args args; /* checked by the caller (names, sizes, shares) */
-	bool generate_ssh_key;             /* a key pair from the SSH agent, made with it */
+	struct workspace_create_args args;  /* checked by the caller (names, sizes, shares) */
+	bool generate_ssh_key;              /* a key pair from the SSH agent, made with it */
 	const struct egress_policy *egress; /* its egress.json; NULL: none (allow-all) */
 };
 

@@ -10,3 +10,11 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/egress.c src/libslate/daemon/egress.h \
 	src/libslate/daemon/create.c src/libslate/daemon/create.h \
 	src/libslate/daemon/run.c src/libslate/daemon/run.h
+
+# The operations on a real store (qcow2 mode in a temporary directory), the refusals that come
+# before libvirt, and the API's error table; what needs a domain is tests/integration's.
+unit_tests += tests/unit/test-daemon
+check_PROGRAMS += tests/unit/test-daemon
+tests_unit_test_daemon_SOURCES = tests/unit/test-daemon.c
+tests_unit_test_daemon_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_daemon_LDADD = $(UNIT_LDADD)

@@ -143,10 +143,11 @@ void daemon_run(struct daemon_ctx *d, const struct daemon_run_spec *spec, int fd
 		r = daemon_create(d, spec->create, NULL, NULL, &serr);
 		if (r == -EEXIST) {
 			/* The run found no workspace of this name that the caller may see. */
-			exec_send_error(fd,
-			                "creating workspace: the name '%s' is not available (workspace "
-			                "names are shared by all users of this host): choose another",
-			                name);
+			exec_send_error(
+			        fd,
+			        "creating workspace: the name '%s' is not available (workspace "
+			        "names are shared by all users of this host): choose another",
+			        name);
 			return;
 		}
 		if (r < 0) {
