@@ -28,6 +28,7 @@
 #include "daemon/daemon.h"
 #include "daemon/egress.h"
 #include "daemon/start.h"
+#include "daemon/verbs.h"
 #include "image/store.h"
 #include "proxy/policy.h"
 #include "storage/storage.h"
@@ -230,6 +231,29 @@ static void test_start_refusals(void **state)
 	assert_string_equal(api_error_code(err.code, NULL), API_ERR_UNAVAILABLE);
 }
 
+/* A destructive verb never runs on a workspace whose domain may be running: when libvirt cannot
+ * say, it is refused and the workspace is untouched. */
+static void test_verbs_refused_blind(void **state)
+{
+	struct ctx *c = *state;
+	struct daemon_create_spec spec = spec_for("ws1", "base");
+	struct slate_error err = {0};
+	struct workspace *w = NULL;
+
+	assert_int_equal(daemon_create(&c->d, &spec, NULL, NULL, NULL), 0);
+	assert_int_equal(workspace_prepare(c->d.workspaces, "ws1"), 0);
+	for (enum daemon_verb v = DAEMON_RESET; v <= DAEMON_DELETE; v++) {
+		assert_int_equal(daemon_verb(&c->d, "ws1", v, &err), SLATE_ERR_LIBVIRT);
+		assert_non_null(strstr(err.msg, daemon_verb_name(v)));
+		assert_non_null(strstr(err.msg, "cannot ask libvirt"));
+	}
+	assert_int_equal(daemon_revert(&c->d, "ws1", "1-1", false, &err), SLATE_ERR_LIBVIRT);
+	assert_int_equal(workspace_load(c->d.workspaces, "ws1", &w), 0);
+	assert_true(w->disk_present && w->home_present);
+	workspace_free(w);
+	assert_string_equal(daemon_verb_name(DAEMON_WIPE_HOME), "wipe-home");
+}
+
 static void test_error_codes(void **state)
 {
 	static const struct {
@@ -268,6 +292,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_create, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_egress_update, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_start_refusals, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_verbs_refused_blind, setup, teardown),
 	        cmocka_unit_test(test_error_codes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "daemon/create.h"
+#include "daemon/verbs.h"
 #include "image/store.h"
 #include "proxy/policy.h"
 #include "secrets/vault.h"
@@ -502,38 +503,23 @@ int handle_workspace_create(struct api_request *req, struct api_reply *reply)
 	return api_reply_json(reply, 201, out_json);
 }
 
-typedef int (*verb_fn)(struct workspace_store *st, const char *name);
-
 /* The destructive verbs: the workspace must be the caller's and must not run. */
-static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn, const char *what)
+static int run_verb(struct api_request *req, struct api_reply *reply, enum daemon_verb v)
 {
 	struct daemon_ctx *d = req->userdata;
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	_cleanup_close_ int lock_fd = -1;
-	const char *name = req->params[0];
+	const char *name = req->params[0], *what = daemon_verb_name(v);
 	_cleanup_json_ struct json_object *o = NULL;
+	struct slate_error err = {0};
+	unsigned status;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
 		return -EINVAL;
-	r = workspace_lock(d->workspaces, name, &lock_fd);
-	if (r < 0)
-		return reply_errno(reply, r, what, name);
-	r = vm_domain_is_active(d->libvirt_uri, name);
-	if (r > 0)
-		return api_reply_error(reply, 409, API_ERR_BUSY,
-		                       "%s: workspace '%s' is running: stop it first (slate stop)",
-		                       what, name);
-	if (r < 0)
-		return api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-		                       "%s: cannot ask libvirt (%s) whether '%s' runs: %s", what,
-		                       d->libvirt_uri, name, slate_strerror(r));
-	r = fn(d->workspaces, name);
-	/* wipe-home, wipe and delete took ssh/: the agent drops its copies of the keys too. */
-	if (fn != workspace_reset)
-		agent_forget(d->agent, name);
-	if (r < 0)
-		return reply_errno(reply, r, what, name);
+	r = daemon_verb(d, name, v, &err);
+	if (r < 0) {
+		const char *code = api_error_code(r, &status);
+		return api_reply_error(reply, status, code, "%s", err.msg), r;
+	}
 	log_ws(LOG_INFO, name, "%s: workspace %s (uid %u)", what, name, (unsigned)req->caller.uid);
 	o = json_object_new_object();
 	if (!o || json_add_string(o, "name", name) < 0 || json_add_string(o, "done", what) < 0)
@@ -543,22 +529,22 @@ static int run_verb(struct api_request *req, struct api_reply *reply, verb_fn fn
 
 int handle_workspace_delete(struct api_request *req, struct api_reply *reply)
 {
-	return run_verb(req, reply, workspace_delete, "delete");
+	return run_verb(req, reply, DAEMON_DELETE);
 }
 
 int handle_workspace_reset(struct api_request *req, struct api_reply *reply)
 {
-	return run_verb(req, reply, workspace_reset, "reset");
+	return run_verb(req, reply, DAEMON_RESET);
 }
 
 int handle_workspace_wipe(struct api_request *req, struct api_reply *reply)
 {
-	return run_verb(req, reply, workspace_wipe, "wipe");
+	return run_verb(req, reply, DAEMON_WIPE);
 }
 
 int handle_workspace_wipe_home(struct api_request *req, struct api_reply *reply)
 {
-	return run_verb(req, reply, workspace_wipe_home, "wipe-home");
+	return run_verb(req, reply, DAEMON_WIPE_HOME);
 }
 
 int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
@@ -596,32 +582,22 @@ int handle_checkpoint_list(struct api_request *req, struct api_reply *reply)
 int handle_checkpoint_revert(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	_cleanup_close_ int lock_fd = -1;
 	_cleanup_json_ struct json_object *o = NULL;
 	const char *name = req->params[0], *id = req->params[1];
+	struct slate_error err = {0};
 	bool system_only = false;
+	unsigned status;
 	int r;
 
-	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, &w, reply) < 0)
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
 		return -EINVAL;
-	r = workspace_lock(d->workspaces, name, &lock_fd);
-	if (r < 0)
-		return reply_errno(reply, r, "revert", name);
-	r = vm_domain_is_active(d->libvirt_uri, name);
-	if (r != 0)
-		return api_reply_error(
-		        reply, r > 0 ? 409 : 503, r > 0 ? API_ERR_BUSY : API_ERR_UNAVAILABLE,
-		        "revert: workspace '%s' %s", name,
-		        r > 0 ? "is running: stop it first" : "state unknown (libvirt)");
 	if (req->body)
 		(void)json_get_bool(req->body, "system_only", &system_only);
-	r = workspace_checkpoint_revert(d->workspaces, name, id, system_only);
-	if (r == -ENOENT)
-		return api_reply_error(reply, 404, API_ERR_NOT_FOUND,
-		                       "workspace '%s' has no checkpoint '%s'", name, id);
-	if (r < 0)
-		return reply_errno(reply, r, "revert", name);
+	r = daemon_revert(d, name, id, system_only, &err);
+	if (r < 0) {
+		const char *code = api_error_code(r, &status);
+		return api_reply_error(reply, status, code, "%s", err.msg), r;
+	}
 	o = json_object_new_object();
 	if (!o || json_add_string(o, "name", name) < 0 ||
 	    json_add_string(o, "checkpoint", id) < 0 ||
