@@ -31,10 +31,11 @@ static const char *php[N_PH];
 
 static void make_placeholders(void)
 {
-	static const char *const pfx[N_PH] = {"ghp_slate", "sk-ant-api03-slate", "sk-proj-slate",
-	                                      "AKIASLATE", "slate",   "slate",
-	                                      "slt_",      "slt_",    "slt_",
-	                                      "slt_"};
+	static const char *const pfx[N_PH] = {"ghp_slate",     "sk-ant-api03-slate",
+	                                      "sk-proj-slate", "AKIASLATE",
+	                                      "slate",         "slate",
+	                                      "slt_",          "slt_",
+	                                      "slt_",          "slt_"};
 	static const size_t len[N_PH] = {40, 108, 164, 20, 40, 700, 36, 36, 36, 36};
 	const char *al = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned seed = 7;
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
 			clock_gettime(CLOCK_MONOTONIC, &a);
 			(void)scan_feed(s, &st, buf, (size_t)n, count_fn, &matches);
 			clock_gettime(CLOCK_MONOTONIC, &b);
-			secs += (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+			secs += (double)(b.tv_sec - a.tv_sec) +
+			        (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 			bytes += (unsigned long)n;
 		}
 		printf("%s %lu bytes %lu matches %.3f s %.0f MB/s (%zu patterns, stride %zu)\n",

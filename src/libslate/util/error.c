@@ -67,15 +67,20 @@ const char *slate_strerror(int r)
 	return s ? s : "Unknown error";
 }
 
+static void error_vset(struct slate_error *err, int code, const char *fmt, va_list ap)
+{
+	err->code = code;
+	(void)vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+}
+
 int slate_error_set(struct slate_error *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (!err)
 		return code;
-	err->code = code;
 	va_start(ap, fmt);
-	(void)vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	error_vset(err, code, fmt, ap);
 	va_end(ap);
 	return code;
 }
@@ -88,9 +93,8 @@ int slate_error_errno(struct slate_error *err, int code, const char *fmt, ...)
 
 	if (!err)
 		return code;
-	err->code = code;
 	va_start(ap, fmt);
-	(void)vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	error_vset(err, code, fmt, ap);
 	va_end(ap);
 	n = strlen(err->msg);
 	if (n < dn || strcmp(err->msg + n - dn, desc) != 0)
