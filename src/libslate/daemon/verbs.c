@@ -49,8 +49,9 @@ static int must_be_stopped(struct daemon_ctx *d, const char *name, const char *w
 	int r = vm_domain_is_active(d->libvirt_uri, name);
 
 	if (r > 0)
-		return slate_error_set(err, -EBUSY, "%s: workspace '%s' is running: stop it first%s",
-		                       what, name, hint);
+		return slate_error_set(err, -EBUSY,
+		                       "%s: workspace '%s' is running: stop it first%s", what, name,
+		                       hint);
 	if (r < 0)
 		return slate_error_set(err, SLATE_ERR_LIBVIRT,
 		                       "%s: cannot ask libvirt (%s) whether '%s' runs: %s", what,
@@ -58,8 +59,7 @@ static int must_be_stopped(struct daemon_ctx *d, const char *name, const char *w
 	return 0;
 }
 
-int daemon_verb(struct daemon_ctx *d, const char *name, enum daemon_verb v,
-                struct slate_error *err)
+int daemon_verb(struct daemon_ctx *d, const char *name, enum daemon_verb v, struct slate_error *err)
 {
 	static int (*const fns[])(struct workspace_store *, const char *) = {
 	        [DAEMON_RESET] = workspace_reset,
