@@ -50,6 +50,11 @@ check_PROGRAMS += tests/unit/test-size
 tests_unit_test_size_SOURCES = tests/unit/test-size.c
 tests_unit_test_size_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_size_LDADD = $(UNIT_LDADD)
+unit_tests += tests/unit/test-hex
+check_PROGRAMS += tests/unit/test-hex
+tests_unit_test_hex_SOURCES = tests/unit/test-hex.c
+tests_unit_test_hex_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_hex_LDADD = $(UNIT_LDADD)
 # The guest channel's host side against a peer speaking the protocol by hand.
 unit_tests += tests/unit/test-channel
 check_PROGRAMS += tests/unit/test-channel

@@ -14,6 +14,7 @@
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/hex.h"
 #include "util/json.h"
 
 #define STATE_FORMAT "slate-catalog-state"
@@ -343,15 +344,6 @@ static int get_object(struct json_object *o, const char *where, const char *key,
 	return r < 0 ? field_error(err, r, where, key, "an object") : 0;
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 static int get_sha256(struct json_object *o, const char *where, struct catalog_artifact *a,
                       struct catalog_error *err)
 {
@@ -361,14 +353,8 @@ static int get_sha256(struct json_object *o, const char *where, struct catalog_a
 	r = get_text(o, where, "sha256", true, 64, TEXT_URL, &s, err);
 	if (r < 0)
 		return r;
-	if (strlen(s) != 64)
+	if (strlen(s) != 64 || hex_decode(s, 32, a->sha256, HEX_LOWER) < 0)
 		goto bad;
-	for (size_t i = 0; i < 32; i++) {
-		int hi = hex_value(s[2 * i]), lo = hex_value(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			goto bad;
-		a->sha256[i] = (uint8_t)(hi << 4 | lo);
-	}
 	memcpy(a->sha256_hex, s, 65);
 	return 0;
 bad:
@@ -516,7 +502,7 @@ static bool uuid_ok(const char *s)
 		if (i == 8 || i == 13 || i == 18 || i == 23) {
 			if (s[i] != '-')
 				return false;
-		} else if (hex_value(s[i]) < 0) {
+		} else if (hex_digit((unsigned char)s[i], HEX_LOWER) < 0) {
 			return false;
 		}
 	}

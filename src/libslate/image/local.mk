@@ -21,7 +21,7 @@ noinst_PROGRAMS += tests/fuzz/fuzz-catalog
 tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c \
 	src/libslate/image/catalog.c src/libslate/image/sign.c \
 	src/libslate/util/json.c src/libslate/util/buf.c src/libslate/util/fs.c \
-	src/libslate/util/error.c
+	src/libslate/util/error.c src/libslate/util/hex.c
 tests_fuzz_fuzz_catalog_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_catalog_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_catalog_LDADD = $(JSONC_LIBS) $(SODIUM_LIBS) $(OPENSSL_LIBS) -lm

@@ -7,6 +7,7 @@
 
 #include "proxy/http.h"
 #include "util/error.h"
+#include "util/hex.h"
 
 static int fail(struct http_error *err, unsigned status, const char *reason)
 {
@@ -490,17 +491,6 @@ enum {
 	CK_DONE,
 };
 
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, size_t *ret_consumed,
                       const uint8_t **ret_data, size_t *ret_data_len)
 {
@@ -515,7 +505,7 @@ int http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, size
 		switch (c->state) {
 		case CK_SIZE:
 		case CK_SIZE_MORE:
-			h = hexval(b);
+			h = hex_digit(b, 0);
 			if (h >= 0) {
 				if (c->remaining != 0 || h != 0)
 					c->digits++;

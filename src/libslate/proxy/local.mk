@@ -37,7 +37,8 @@ tests_unit_test_tripwire_LDADD = $(UNIT_LDADD)
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-http
 tests_fuzz_fuzz_http_SOURCES = tests/fuzz/fuzz-http.c \
-	src/libslate/proxy/http.c src/libslate/util/buf.c src/libslate/util/error.c
+	src/libslate/proxy/http.c src/libslate/util/buf.c src/libslate/util/error.c \
+	src/libslate/util/hex.c
 tests_fuzz_fuzz_http_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_http_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_http_LDADD = $(SODIUM_LIBS)

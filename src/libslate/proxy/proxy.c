@@ -31,6 +31,7 @@
 #include "proxy/tripwire.h"
 #include "util/error.h"
 #include "util/fs.h"
+#include "util/hex.h"
 #include "util/host.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -717,17 +718,6 @@ static bool hop_by_hop(const struct http_head *h, const char *name, bool keep_up
 	return false;
 }
 
-static int hex(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 struct leak_info {
 	long pat;
 	const char *where;
@@ -985,13 +975,8 @@ static int build_head(struct conn *c, const struct http_head *h, const char *ori
 		leak->pat = hs.leak;
 		goto done;
 	}
-	for (const char *q = h->target; *q && dn < sizeof(decoded) - 1; q++) {
-		if (q[0] == '%' && hex(q[1]) >= 0 && hex(q[2]) >= 0) {
-			decoded[dn++] = (char)(hex(q[1]) * 16 + hex(q[2]));
-			q += 2;
-		} else
-			decoded[dn++] = *q;
-	}
+	dn = (size_t)pct_decode(h->target, strlen(h->target), decoded, sizeof(decoded) - 1,
+	                        PCT_TRUNCATE);
 	if (scan_piece(&hs, decoded, dn) >= 0) {
 		leak->pat = hs.leak;
 		goto done;

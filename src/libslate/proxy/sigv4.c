@@ -14,6 +14,7 @@
 #include "secrets/secrets.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/hex.h"
 
 #define CANON_MAX (256u * 1024u) /* a canonical request; far above what the limits allow */
 #define SCOPE_MAX (8 + 1 + SIGV4_MAX_SCOPE_PART + 1 + SIGV4_MAX_SCOPE_PART + 1 + 12 + 1)
@@ -83,17 +84,6 @@ static bool is_tchar(char c)
 	return is_alnum(c) || (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static void hex_encode(const uint8_t *p, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -105,17 +95,9 @@ static void hex_encode(const uint8_t *p, size_t n, char *out)
 	out[2 * n] = 0;
 }
 
-static bool is_lower_hex(const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!is_digit(p[i]) && !(p[i] >= 'a' && p[i] <= 'f'))
-			return false;
-	return true;
-}
-
 static bool is_sig_hex(struct span s)
 {
-	return s.n == SIGV4_SIG_HEX && is_lower_hex(s.p, s.n);
+	return s.n == SIGV4_SIG_HEX && hex_is(s.p, s.n, HEX_LOWER);
 }
 
 /* YYYYMMDD with a plausible month and day. */
@@ -469,7 +451,6 @@ static int put_reencoded(struct buf *out, struct span s, bool keep_slash)
 
 	for (size_t i = 0; i < s.n; i++) {
 		uint8_t c = (uint8_t)s.p[i];
-		int hi, lo;
 		if (c != '%' && (is_unreserved(c) || (keep_slash && c == '/'))) {
 			run++;
 			continue;
@@ -478,13 +459,10 @@ static int put_reencoded(struct buf *out, struct span s, bool keep_slash)
 			return r;
 		run = 0;
 		if (c == '%') {
-			if (s.n - i < 3)
+			int e = pct_escape(s.p + i, s.n - i);
+			if (e < 0)
 				return SLATE_ERR_INVALID_FORMAT;
-			hi = hexval(s.p[i + 1]);
-			lo = hexval(s.p[i + 2]);
-			if (hi < 0 || lo < 0)
-				return SLATE_ERR_INVALID_FORMAT;
-			c = (uint8_t)(hi << 4 | lo);
+			c = (uint8_t)e;
 			i += 2;
 		}
 		r = put_encoded_byte(out, c, keep_slash);
@@ -498,27 +476,7 @@ static int put_reencoded(struct buf *out, struct span s, bool keep_slash)
  * negative error. */
 static int decode_to(struct span s, char *dst, size_t max)
 {
-	size_t n = 0;
-
-	for (size_t i = 0; i < s.n; i++) {
-		char c = s.p[i];
-		if (c == '%') {
-			int hi, lo;
-			if (s.n - i < 3)
-				return SLATE_ERR_INVALID_FORMAT;
-			hi = hexval(s.p[i + 1]);
-			lo = hexval(s.p[i + 2]);
-			if (hi < 0 || lo < 0)
-				return SLATE_ERR_INVALID_FORMAT;
-			c = (char)(hi << 4 | lo);
-			i += 2;
-		}
-		if (n >= max)
-			return SLATE_ERR_TOO_LARGE;
-		dst[n++] = c;
-	}
-	dst[n] = 0;
-	return (int)n;
+	return (int)pct_decode(s.p, s.n, dst, max, PCT_STRICT);
 }
 
 /* ---- parsing ---- */
@@ -879,7 +837,7 @@ static int request_check(const struct sigv4_request *req)
 			return SLATE_ERR_INVALID_FORMAT;
 	}
 	if (req->body_sha256 &&
-	    (strnlen(req->body_sha256, 65) != 64 || !is_lower_hex(req->body_sha256, 64)))
+	    (strnlen(req->body_sha256, 65) != 64 || !hex_is(req->body_sha256, 64, HEX_LOWER)))
 		return SLATE_ERR_INVALID_FORMAT;
 	return 0;
 }
@@ -1379,7 +1337,7 @@ static int payload_classify(const char *v)
 {
 	struct span s = span_of(v, strlen(v));
 
-	if (s.n == 64 && is_lower_hex(s.p, 64))
+	if (s.n == 64 && hex_is(s.p, 64, HEX_LOWER))
 		return PAYLOAD_HASH;
 	if (streq(v, SIGV4_UNSIGNED_PAYLOAD))
 		return PAYLOAD_UNSIGNED;
@@ -2043,7 +2001,7 @@ static int parse_chunk_line(struct sigv4_stream *s)
 	if (size.n == 0 || size.n > 8 || !span_starts(sig, "chunk-signature="))
 		return SLATE_ERR_INVALID_FORMAT;
 	for (size_t i = 0; i < size.n; i++) {
-		int h = hexval(size.p[i]);
+		int h = hex_digit((unsigned char)size.p[i], 0);
 		if (h < 0)
 			return SLATE_ERR_INVALID_FORMAT;
 		v = v << 4 | (uint64_t)h;

@@ -6,20 +6,10 @@
 #include <strings.h>
 
 #include "proxy/subst.h"
+#include "util/hex.h"
 #include "util/macro.h"
 
 static const char hexdigits[] = "0123456789ABCDEF";
-
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 static bool is_alnum(uint8_t c)
 {
@@ -171,8 +161,7 @@ int subst_body(enum subst_body_type type, const uint8_t *p, size_t n,
 		long m;
 
 		if (type == SUBST_BODY_FORM) {
-			if (c == '%' && i + 2 < n && hexval(p[i + 1]) >= 0 &&
-			    hexval(p[i + 2]) >= 0) {
+			if (pct_escape((const char *)p + i, n - i) >= 0) {
 				i += 3; /* an escape: no placeholder starts inside it */
 				continue;
 			}
@@ -224,9 +213,9 @@ static bool pct_equal(const char *p, size_t n, const char *want)
 
 	for (size_t i = 0; i < n; i++, w++) {
 		uint8_t c = (uint8_t)p[i];
-		if (c == '%' && i + 2 < n && hexval((uint8_t)p[i + 1]) >= 0 &&
-		    hexval((uint8_t)p[i + 2]) >= 0) {
-			c = (uint8_t)(hexval((uint8_t)p[i + 1]) * 16 + hexval((uint8_t)p[i + 2]));
+		int e = pct_escape(p + i, n - i);
+		if (e >= 0) {
+			c = (uint8_t)e;
 			i += 2;
 		}
 		if (w >= wn || (uint8_t)want[w] != c)
