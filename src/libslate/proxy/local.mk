@@ -6,6 +6,11 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/proxy/policy.c src/libslate/proxy/policy.h \
 	src/libslate/proxy/ca.c src/libslate/proxy/ca.h \
 	src/libslate/proxy/proxy.c src/libslate/proxy/proxy.h
+# The proxy core by concern (doc/egress-proxy.md, "Modules"); internal.h is what they share.
+src_libslate_libslate_la_SOURCES += src/libslate/proxy/internal.h src/libslate/proxy/io.c \
+	src/libslate/proxy/request.c src/libslate/proxy/rewrite.c src/libslate/proxy/resign.c \
+	src/libslate/proxy/upstream.c src/libslate/proxy/forward.c src/libslate/proxy/tunnel.c \
+	src/libslate/proxy/audit.c
 src_libslate_libslate_la_SOURCES += src/libslate/proxy/subst.c src/libslate/proxy/subst.h
 EXTRA_DIST += doc/egress-proxy.md
 

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* CONNECT: the target scanned and checked, then an intercepted TLS tunnel (both handshakes on
+ * a thread of their own) or an opaque one, scanned as it passes. */
+#include "proxy/ca.h"
+#include "proxy/http.h"
+#include "proxy/proxy.h"
+#include "proxy/scan.h"
+#include "proxy/sigv4.h"
+#include "proxy/subst.h"
+#include "proxy/tripwire.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/hex.h"
+#include "util/host.h"
+#include "util/json.h"
+#include "util/log.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proxy/internal.h"
+
+int sni_cb(SSL *ssl, int *alert, void *arg)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	char norm[HOST_BUF];
+
+	(void)arg;
+	if (!c || !sni)
+		return SSL_TLSEXT_ERR_NOACK; /* no SNI: the CONNECT target counts */
+	if (host_normalize(sni, norm, sizeof(norm)) < 0 || !streq(norm, c->t_host)) {
+		c->sni_mismatch = true;
+		(void)snprintf(c->sni, sizeof(c->sni), "%s",
+		               host_normalize(sni, norm, sizeof(norm)) < 0 ? "(invalid)" : norm);
+		*alert = SSL_AD_UNRECOGNIZED_NAME;
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	}
+	return SSL_TLSEXT_ERR_OK;
+}
+
+int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+            unsigned int inlen, void *arg)
+{
+	static const unsigned char h11[] = "\x08http/1.1";
+
+	(void)ssl;
+	(void)arg;
+	if (SSL_select_next_proto((unsigned char **)out, outlen, h11, sizeof(h11) - 1, in, inlen) ==
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_OK;
+	return SSL_TLSEXT_ERR_NOACK; /* h2 only: no ALPN, the client falls back to HTTP/1.1 */
+}
+
+#define HANDSHAKE_STACK (256u * 1024u)
+
+struct handshakes {
+	struct conn *c;
+	SSL *ssl;
+	struct up_error *e;
+	int r;
+};
+
+static void *handshakes_thread(void *arg)
+{
+	struct handshakes *h = arg;
+
+	ERR_clear_error();
+	if (SSL_accept(h->ssl) != 1) {
+		ERR_clear_error();
+		h->r = -1;
+		return NULL;
+	}
+	set_timeouts(h->c->cl.fd, PROXY_UPSTREAM_TIMEOUT_MS);
+	h->c->in_tunnel = true;
+	h->r = up_tls(h->c, h->c->t_host, h->e) < 0 ? -2 : 0;
+	return NULL;
+}
+
+/*
+ * Both TLS handshakes of an intercepted tunnel: with the client on ssl, then with the server.
+ * Returns 0, -1 (the client's handshake failed) or -2 (the server's; e filled).
+ *
+ * They run on a thread of their own while this one waits: what they leave behind goes when it
+ * ends, not at the end of the tunnel — the some 40 KiB of stack they touch, and above all the
+ * allocator's per-thread cache (glibc's tcache) of the many small blocks they allocate and
+ * free, which would otherwise stay reserved to this thread for the tunnel's life: 12 KiB per
+ * idle intercepted tunnel (doc/performance.md). It costs a thread start (tens of µs) per
+ * tunnel, against milliseconds of handshakes.
+ */
+static int handshakes(struct conn *c, SSL *ssl, struct up_error *e)
+{
+	struct handshakes h = {.c = c, .ssl = ssl, .e = e};
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (pthread_attr_init(&a) == 0) {
+		(void)pthread_attr_setstacksize(&a, HANDSHAKE_STACK);
+		if (pthread_create(&t, &a, handshakes_thread, &h) == 0) {
+			(void)pthread_join(t, NULL);
+			(void)pthread_attr_destroy(&a);
+			return h.r;
+		}
+		(void)pthread_attr_destroy(&a);
+	}
+	(void)handshakes_thread(&h);
+	return h.r;
+}
+
+/*
+ * Scans a CONNECT request, its target and every field, for placeholders not bound to host
+ * (the target's host, or the target as sent when it is none). Returns whether one leaks
+ * (leak filled).
+ */
+static bool connect_leaks(struct conn *c, const struct http_head *h, const char *host,
+                          struct leak_info *leak)
+{
+	struct hits hs = {.c = c, .host = host, .leak = -1};
+
+	leak->where = "CONNECT target";
+	if (scan_piece(&hs, h->target, strlen(h->target)) < 0) {
+		leak->where = "header";
+		for (size_t i = 0; i < h->n_fields && hs.leak < 0; i++)
+			if (scan_piece(&hs, h->fields[i].name, strlen(h->fields[i].name)) < 0)
+				(void)scan_piece(&hs, h->fields[i].value,
+				                 strlen(h->fields[i].value));
+	}
+	leak->pat = hs.leak;
+	return leak->pat >= 0;
+}
+
+/* CONNECT host:port. Consumes the connection. */
+void handle_connect(struct conn *c, struct http_head *h)
+{
+	struct up_error e = {0};
+	struct leak_info leak;
+	uint64_t up = 0, down = 0;
+	double t0 = now_ms();
+	char why[1024];
+	bool tls = false, parsed;
+	int r;
+
+	parsed = host_split_authority(h->target, strlen(h->target), 0, c->t_host, sizeof(c->t_host),
+	                              &c->t_port) >= 0;
+	/* Scanned before anything is resolved or connected: "CONNECT PH.attacker.example:443"
+	 * would hand the placeholder to the attacker's DNS server even if the guest never sent a
+	 * byte through the tunnel. A target that is no host:port binds nothing. */
+	if (!parsed) {
+		(void)snprintf(c->t_host, sizeof(c->t_host), "%s", h->target);
+		c->t_port = 0;
+	}
+	if (connect_leaks(c, h, parsed ? c->t_host : "", &leak)) {
+		report_leak(c, leak.pat, leak.where, c->t_host, c->t_port, h->method, NULL, true);
+		return;
+	}
+	if (!parsed) {
+		respond(c, 400, "slate egress proxy: CONNECT needs host:port");
+		return;
+	}
+	if (h->framing != HTTP_BODY_NONE) {
+		respond(c, 400, "slate egress proxy: CONNECT with a body");
+		return;
+	}
+	if (!egress_policy_allows_host(c->policy, c->t_host, NULL)) {
+		(void)snprintf(why, sizeof(why), "%s is not allowed by the egress policy of %s",
+		               c->t_host, c->ws);
+		respond(c, 403, "slate egress proxy: %s", why);
+		audit_tunnel(c, NULL, 403, 0, 0, t0, why);
+		return;
+	}
+	r = up_connect(c, c->t_host, c->t_port, &e);
+	if (r < 0) {
+		respond(c, e.status, "slate egress proxy: %s", e.msg);
+		audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
+		return;
+	}
+	if (io_write(&c->cl, "HTTP/1.1 200 Connection established\r\n\r\n", 39) < 0)
+		return;
+
+	/* Who speaks first, and is it TLS? A TLS handshake sent along with the CONNECT, before
+	 * the answer, would otherwise pass as opaque bytes, uninspected: refused. */
+	if (buf_len(c->cl.in) > 0 && buf_ptr(c->cl.in)[0] == 0x16) {
+		audit_tunnel(c, NULL, 400, 0, 0, t0,
+		             "a TLS handshake sent before the tunnel was established");
+		return;
+	}
+	if (buf_len(c->cl.in) == 0) {
+		struct pollfd pfd[2] = {{.fd = c->cl.fd, .events = POLLIN},
+		                        {.fd = c->up.fd, .events = POLLIN}};
+		do
+			r = poll(pfd, 2, PROXY_TUNNEL_IDLE_MS);
+		while (r < 0 && errno == EINTR);
+		if (r <= 0)
+			return;
+		if (pfd[0].revents & POLLIN) {
+			uint8_t first;
+			ssize_t n = recv(c->cl.fd, &first, 1, MSG_PEEK);
+			if (n <= 0)
+				return;
+			tls = first == 0x16; /* a TLS handshake record */
+		}
+	}
+	if (tls) {
+		_cleanup_(SSL_freep) SSL *ssl = SSL_new(c->p->server_ctx);
+		if (!ssl || SSL_set_fd(ssl, c->cl.fd) != 1 ||
+		    egress_ca_use_leaf(c->p->ca, c->t_host, ssl) < 0)
+			return;
+		SSL_set_app_data(ssl, c);
+		set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
+		r = handshakes(c, ssl, &e);
+		if (r == -1) {
+			if (c->sni_mismatch) {
+				(void)snprintf(
+				        why, sizeof(why),
+				        "TLS server name %s does not match the CONNECT target %s",
+				        c->sni, c->t_host);
+				audit_tunnel(c, NULL, 421, 0, 0, t0, why);
+			}
+			return;
+		}
+		c->cl.ssl = TAKE_PTR(ssl);
+		if (r < 0) {
+			respond(c, e.status, "slate egress proxy: %s", e.msg);
+			audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
+			return;
+		}
+		serve_http(c);
+		(void)SSL_shutdown(c->cl.ssl);
+		return;
+	}
+	/* Opaque: SSH or anything else that is not TLS, scanned as it passes. */
+	r = relay_both(c, c->t_host, &up, &down, &leak);
+	if (r == FWD_LEAK) {
+		up_close(c);
+		report_leak(c, leak.pat, "tunnel", c->t_host, c->t_port, NULL, NULL, false);
+		return;
+	}
+	audit_tunnel(c, "opaque", 200, up, down, t0, NULL);
+}
