@@ -187,7 +187,7 @@ struct secret_set;
 struct sigv4_secret_lookup {
 	const struct secret_set *set;
 	const char *host; /* normalised host the request goes to (util/host.h) */
-	/* Whether a secret bound to bound may go to host: the proxy's host_matches() (proxy.c's
+	/* Whether a secret bound to bound may go to host: the proxy's host_matches() (resign.c's
 	 * resign_host_bound), so that the re-signer and the leak scanner agree. */
 	bool (*host_bound)(const char *bound, const char *host);
 };

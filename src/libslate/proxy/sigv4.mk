@@ -1,5 +1,7 @@
 # proxy/sigv4: SigV4 re-signing (doc/sigv4.md): the signer and its tests, fuzz target and benchmark.
-src_libslate_libslate_la_SOURCES += src/libslate/proxy/sigv4.c src/libslate/proxy/sigv4.h
+src_libslate_libslate_la_SOURCES += src/libslate/proxy/sigv4.c src/libslate/proxy/sigv4.h \
+	src/libslate/proxy/sigv4-canon.c src/libslate/proxy/sigv4-stream.c \
+	src/libslate/proxy/sigv4-internal.h
 
 unit_tests += tests/unit/test-sigv4
 check_PROGRAMS += tests/unit/test-sigv4
@@ -12,7 +14,8 @@ EXTRA_DIST += tests/data/sigv4
 # make check (the pattern of tests/fuzz/local.mk).
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-sigv4
-tests_fuzz_fuzz_sigv4_SOURCES = tests/fuzz/fuzz-sigv4.c src/libslate/proxy/sigv4.c
+tests_fuzz_fuzz_sigv4_SOURCES = tests/fuzz/fuzz-sigv4.c src/libslate/proxy/sigv4.c \
+	src/libslate/proxy/sigv4-canon.c src/libslate/proxy/sigv4-stream.c
 tests_fuzz_fuzz_sigv4_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_sigv4_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_sigv4_LDADD = $(LIBSLATE_LIBS)
