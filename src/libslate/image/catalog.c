@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "image/catalog.h"
 #include "util/buf.h"
@@ -49,51 +50,12 @@ int catalog_id_check(const char *id)
 	return sign_channel_check(id);
 }
 
-static bool is_leap(int64_t y)
-{
-	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static unsigned days_in_month(int64_t y, unsigned m)
-{
-	static const unsigned days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	return m == 2 && is_leap(y) ? 29 : days[m - 1];
-}
-
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int64_t *ret_y, unsigned *ret_m, unsigned *ret_d)
-{
-	int64_t era, doe, yoe, y, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = z - era * 146097;
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	y = yoe + era * 400;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*ret_d = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
-	*ret_m = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
-	*ret_y = y + (*ret_m <= 2);
-}
-
 int catalog_time_parse(const char *s, int64_t *ret)
 {
 	static const char pattern[] = "dddd-dd-ddTdd:dd:ddZ";
 	unsigned v[6] = {}, field = 0;
-	int64_t y;
+	struct tm tm, back;
+	time_t t;
 
 	if (!s || strlen(s) != sizeof(pattern) - 1)
 		return -EINVAL;
@@ -108,26 +70,36 @@ int catalog_time_parse(const char *s, int64_t *ret)
 			field++;
 		}
 	}
-	y = v[0];
-	if (y < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > days_in_month(y, v[1]) ||
-	    v[3] > 23 || v[4] > 59 || v[5] > 59)
+	if (v[0] < 1970)
 		return -EINVAL;
-	*ret = days_from_civil(y, v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+	tm = (struct tm){.tm_year = (int)v[0] - 1900,
+	                 .tm_mon = (int)v[1] - 1,
+	                 .tm_mday = (int)v[2],
+	                 .tm_hour = (int)v[3],
+	                 .tm_min = (int)v[4],
+	                 .tm_sec = (int)v[5]};
+	back = tm;
+	/* timegm() normalises what is out of range (February 30th, 24:00, a leap second): a date
+	 * that does not come back the same is no date. */
+	t = timegm(&back);
+	if (t == (time_t)-1 || back.tm_year != tm.tm_year || back.tm_mon != tm.tm_mon ||
+	    back.tm_mday != tm.tm_mday || back.tm_hour != tm.tm_hour || back.tm_min != tm.tm_min ||
+	    back.tm_sec != tm.tm_sec)
+		return -EINVAL;
+	*ret = (int64_t)t;
 	return 0;
 }
 
 int catalog_time_format(int64_t t, char *buf, size_t size)
 {
-	int64_t y, days = t / 86400, secs = t % 86400;
-	unsigned m, d;
+	time_t tt = (time_t)t;
+	struct tm tm;
 
 	if (size < 21)
 		return -ENOBUFS;
-	if (t < 0 || t > TIME_MAX)
+	if (t < 0 || t > TIME_MAX || !gmtime_r(&tt, &tm))
 		return -ERANGE;
-	civil_from_days(days, &y, &m, &d);
-	(void)snprintf(buf, size, "%04" PRId64 "-%02u-%02uT%02u:%02u:%02uZ", y, m, d,
-	               (unsigned)(secs / 3600), (unsigned)(secs / 60 % 60), (unsigned)(secs % 60));
+	(void)strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return 0;
 }
 
