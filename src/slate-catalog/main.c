@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * slate-catalog: the publisher's tool for image catalogs (keygen, sign, verify). All the logic is
- * in libslate's image/catalog.c and image/sign.c; this file parses arguments and prints.
+ * in libslate's image/catalog-parse.c, image/catalog.c and image/sign.c; this file parses
+ * arguments and prints.
  * Exit status: 0 success, 1 a failed operation (for verify: anything but a good signature by a
  * trusted key on a well-formed, unexpired catalog), 2 bad usage.
  */

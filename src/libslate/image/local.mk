@@ -3,7 +3,8 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/image/store.h
 src_libslate_libslate_la_SOURCES += \
 	src/libslate/image/sign.c src/libslate/image/sign.h \
-	src/libslate/image/catalog.c src/libslate/image/catalog.h
+	src/libslate/image/catalog.c src/libslate/image/catalog.h \
+	src/libslate/image/catalog-parse.c src/libslate/image/catalog-internal.h
 
 # Catalog unit tests: the format, every refusal, keys, signatures (with an OpenSSL-made one),
 # rollback state and key rotation. tests/data/catalog holds fixtures and the script that made them.
@@ -19,7 +20,7 @@ EXTRA_DIST += tests/data/catalog
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-catalog
 tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c \
-	src/libslate/image/catalog.c src/libslate/image/sign.c \
+	src/libslate/image/catalog.c src/libslate/image/catalog-parse.c src/libslate/image/sign.c \
 	src/libslate/util/json.c src/libslate/util/buf.c src/libslate/util/fs.c \
 	src/libslate/util/error.c src/libslate/util/hex.c
 tests_fuzz_fuzz_catalog_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
