@@ -68,6 +68,49 @@ static int flush_pending(struct conn *c, struct buf *pend, size_t n, bool chunke
 	return 0;
 }
 
+/* The held body with the --body secrets' values in it (body_substitute), into *sbody, and head
+ * with its new length. Returns FWD_OK or FWD_UPSTREAM (e filled). */
+static int forward_substituted(struct conn *c, const struct http_head *h, const char *host,
+                               struct buf *head, const struct buf *pend, struct buf **sbody,
+                               struct up_error *e, struct outcome *o)
+{
+	int r = body_substitute(c, h, host, head, pend, sbody, o);
+
+	if (r == -EFBIG)
+		return up_fail(e, 413,
+		               "the request body with the secrets' real values in it is "
+		               "over %u KiB",
+		               BUF_SECURE_MAX / 1024),
+		       FWD_UPSTREAM;
+	if (r == -EPROTO) {
+		plain_refusal(c, host, e->msg, sizeof(e->msg));
+		e->status = 403;
+		return FWD_UPSTREAM;
+	}
+	if (r < 0)
+		return up_fail(e, 502, "cannot substitute in the request body: %s",
+		               slate_strerror(r)),
+		       FWD_UPSTREAM;
+	return FWD_OK;
+}
+
+/* Sends head upstream once the whole body is known, reusing a kept connection. Returns FWD_OK or
+ * FWD_UPSTREAM (e filled). */
+static int send_head(struct conn *c, const char *host, uint16_t port, const struct buf *head,
+                     struct up_error *e, uint64_t *sent)
+{
+	if (up_ensure(c, host, port, e) < 0)
+		return FWD_UPSTREAM;
+	if (io_write(&c->up, buf_ptr(head), buf_len(head)) < 0) {
+		/* A kept connection the server dropped just now: one more try. */
+		if (up_connect(c, host, port, e) < 0 || (c->in_tunnel && up_tls(c, host, e) < 0) ||
+		    io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
+			return up_fail(e, 502, "cannot send the request to %s", host), FWD_UPSTREAM;
+	}
+	*sent += buf_len(head);
+	return FWD_OK;
+}
+
 /*
  * Reads the request body from the client, scans it, and sends head and body upstream. Bodies up
  * to PROXY_BODY_BUFFER are scanned whole before anything goes upstream; longer ones stream, and
@@ -170,37 +213,12 @@ int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
 	    (r = resign_body(c, h, rs, pend, head, host, leak)) < 0)
 		return rs->err = r, FWD_RESIGN;
 	if (body_subst && !head_sent) {
-		r = body_substitute(c, h, host, head, pend, &sbody, o);
-		if (r == -EFBIG)
-			return up_fail(e, 413,
-			               "the request body with the secrets' real values in it is "
-			               "over %u KiB",
-			               BUF_SECURE_MAX / 1024),
-			       FWD_UPSTREAM;
-		if (r == -EPROTO) {
-			plain_refusal(c, host, e->msg, sizeof(e->msg));
-			e->status = 403;
-			return FWD_UPSTREAM;
-		}
-		if (r < 0)
-			return up_fail(e, 502, "cannot substitute in the request body: %s",
-			               slate_strerror(r)),
-			       FWD_UPSTREAM;
+		if ((r = forward_substituted(c, h, host, head, pend, &sbody, e, o)) < 0)
+			return r;
 		chunked = chunked && !sbody; /* substituted: goes with a Content-Length */
 	}
-	if (!head_sent) {
-		if (up_ensure(c, host, port, e) < 0)
-			return FWD_UPSTREAM;
-		if (io_write(&c->up, buf_ptr(head), buf_len(head)) < 0) {
-			/* A kept connection the server dropped just now: one more try. */
-			if (up_connect(c, host, port, e) < 0 ||
-			    (c->in_tunnel && up_tls(c, host, e) < 0) ||
-			    io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
-				return up_fail(e, 502, "cannot send the request to %s", host),
-				       FWD_UPSTREAM;
-		}
-		*sent += buf_len(head);
-	}
+	if (!head_sent && (r = send_head(c, host, port, head, e, sent)) < 0)
+		return r;
 	if (sbody && flush_pending(c, sbody, buf_len(sbody), false, sent) < 0)
 		return up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
 	if (!sbody && pend &&

@@ -147,16 +147,16 @@ static bool connect_leaks(struct conn *c, const struct http_head *h, const char 
 	return leak->pat >= 0;
 }
 
-/* CONNECT host:port. Consumes the connection. */
-void handle_connect(struct conn *c, struct http_head *h)
+/*
+ * The CONNECT target, scanned and checked, connected to, and the tunnel announced. Returns 0,
+ * or -1 when the connection is done (answered, reported, audited).
+ */
+static int connect_open(struct conn *c, const struct http_head *h, double t0)
 {
 	struct up_error e = {0};
 	struct leak_info leak;
-	uint64_t up = 0, down = 0;
-	double t0 = now_ms();
 	char why[1024];
-	bool tls = false, parsed;
-	int r;
+	bool parsed;
 
 	parsed = host_split_authority(h->target, strlen(h->target), 0, c->t_host, sizeof(c->t_host),
 	                              &c->t_port) >= 0;
@@ -169,81 +169,114 @@ void handle_connect(struct conn *c, struct http_head *h)
 	}
 	if (connect_leaks(c, h, parsed ? c->t_host : "", &leak)) {
 		report_leak(c, leak.pat, leak.where, c->t_host, c->t_port, h->method, NULL, true);
-		return;
+		return -1;
 	}
 	if (!parsed) {
 		respond(c, 400, "slate egress proxy: CONNECT needs host:port");
-		return;
+		return -1;
 	}
 	if (h->framing != HTTP_BODY_NONE) {
 		respond(c, 400, "slate egress proxy: CONNECT with a body");
-		return;
+		return -1;
 	}
 	if (!egress_policy_allows_host(c->policy, c->t_host, NULL)) {
 		(void)snprintf(why, sizeof(why), "%s is not allowed by the egress policy of %s",
 		               c->t_host, c->ws);
 		respond(c, 403, "slate egress proxy: %s", why);
 		audit_tunnel(c, NULL, 403, 0, 0, t0, why);
+		return -1;
+	}
+	if (up_connect(c, c->t_host, c->t_port, &e) < 0) {
+		respond(c, e.status, "slate egress proxy: %s", e.msg);
+		audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
+		return -1;
+	}
+	if (io_write(&c->cl, "HTTP/1.1 200 Connection established\r\n\r\n", 39) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Who speaks first, and is it TLS? A TLS handshake sent along with the CONNECT, before the
+ * answer, would otherwise pass as opaque bytes, uninspected: refused. Returns 1 (the client
+ * starts a TLS handshake), 0 (anything else, or the server first), or -1 when the connection is
+ * done.
+ */
+static int connect_first_is_tls(struct conn *c, double t0)
+{
+	struct pollfd pfd[2] = {{.fd = c->cl.fd, .events = POLLIN},
+	                        {.fd = c->up.fd, .events = POLLIN}};
+	uint8_t first;
+	int r;
+
+	if (buf_len(c->cl.in) > 0 && buf_ptr(c->cl.in)[0] == 0x16) {
+		audit_tunnel(c, NULL, 400, 0, 0, t0,
+		             "a TLS handshake sent before the tunnel was established");
+		return -1;
+	}
+	if (buf_len(c->cl.in) > 0)
+		return 0;
+	do
+		r = poll(pfd, 2, PROXY_TUNNEL_IDLE_MS);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return -1;
+	if (!(pfd[0].revents & POLLIN))
+		return 0;
+	if (recv(c->cl.fd, &first, 1, MSG_PEEK) <= 0)
+		return -1;
+	return first == 0x16; /* a TLS handshake record */
+}
+
+/* An intercepted tunnel: TLS with the client (a leaf of the egress CA for the target) and with
+ * the server, then each request inside served like a plain one. */
+static void intercept(struct conn *c, double t0)
+{
+	_cleanup_(SSL_freep) SSL *ssl = SSL_new(c->p->server_ctx);
+	struct up_error e = {0};
+	char why[1024];
+	int r;
+
+	if (!ssl || SSL_set_fd(ssl, c->cl.fd) != 1 ||
+	    egress_ca_use_leaf(c->p->ca, c->t_host, ssl) < 0)
+		return;
+	SSL_set_app_data(ssl, c);
+	set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
+	r = handshakes(c, ssl, &e);
+	if (r == -1) {
+		if (c->sni_mismatch) {
+			(void)snprintf(why, sizeof(why),
+			               "TLS server name %s does not match the CONNECT target %s",
+			               c->sni, c->t_host);
+			audit_tunnel(c, NULL, 421, 0, 0, t0, why);
+		}
 		return;
 	}
-	r = up_connect(c, c->t_host, c->t_port, &e);
+	c->cl.ssl = TAKE_PTR(ssl);
 	if (r < 0) {
 		respond(c, e.status, "slate egress proxy: %s", e.msg);
 		audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
 		return;
 	}
-	if (io_write(&c->cl, "HTTP/1.1 200 Connection established\r\n\r\n", 39) < 0)
-		return;
+	serve_http(c);
+	(void)SSL_shutdown(c->cl.ssl);
+}
 
-	/* Who speaks first, and is it TLS? A TLS handshake sent along with the CONNECT, before
-	 * the answer, would otherwise pass as opaque bytes, uninspected: refused. */
-	if (buf_len(c->cl.in) > 0 && buf_ptr(c->cl.in)[0] == 0x16) {
-		audit_tunnel(c, NULL, 400, 0, 0, t0,
-		             "a TLS handshake sent before the tunnel was established");
+/* CONNECT host:port. Consumes the connection. */
+void handle_connect(struct conn *c, struct http_head *h)
+{
+	struct leak_info leak;
+	uint64_t up = 0, down = 0;
+	double t0 = now_ms();
+	int r;
+
+	if (connect_open(c, h, t0) < 0)
 		return;
-	}
-	if (buf_len(c->cl.in) == 0) {
-		struct pollfd pfd[2] = {{.fd = c->cl.fd, .events = POLLIN},
-		                        {.fd = c->up.fd, .events = POLLIN}};
-		do
-			r = poll(pfd, 2, PROXY_TUNNEL_IDLE_MS);
-		while (r < 0 && errno == EINTR);
-		if (r <= 0)
-			return;
-		if (pfd[0].revents & POLLIN) {
-			uint8_t first;
-			ssize_t n = recv(c->cl.fd, &first, 1, MSG_PEEK);
-			if (n <= 0)
-				return;
-			tls = first == 0x16; /* a TLS handshake record */
-		}
-	}
-	if (tls) {
-		_cleanup_(SSL_freep) SSL *ssl = SSL_new(c->p->server_ctx);
-		if (!ssl || SSL_set_fd(ssl, c->cl.fd) != 1 ||
-		    egress_ca_use_leaf(c->p->ca, c->t_host, ssl) < 0)
-			return;
-		SSL_set_app_data(ssl, c);
-		set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
-		r = handshakes(c, ssl, &e);
-		if (r == -1) {
-			if (c->sni_mismatch) {
-				(void)snprintf(
-				        why, sizeof(why),
-				        "TLS server name %s does not match the CONNECT target %s",
-				        c->sni, c->t_host);
-				audit_tunnel(c, NULL, 421, 0, 0, t0, why);
-			}
-			return;
-		}
-		c->cl.ssl = TAKE_PTR(ssl);
-		if (r < 0) {
-			respond(c, e.status, "slate egress proxy: %s", e.msg);
-			audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
-			return;
-		}
-		serve_http(c);
-		(void)SSL_shutdown(c->cl.ssl);
+	r = connect_first_is_tls(c, t0);
+	if (r < 0)
+		return;
+	if (r > 0) {
+		intercept(c, t0);
 		return;
 	}
 	/* Opaque: SSH or anything else that is not TLS, scanned as it passes. */
