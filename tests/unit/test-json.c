@@ -167,13 +167,19 @@ static void test_parse_object(void **state)
 	static const struct {
 		const char *data;
 		int expect;
+		bool twice; /* a member given twice (json_members_unique says false) */
 	} cases[] = {
-	        {"{}", 0},
-	        {"[]", SLATE_ERR_JSON_TYPE},
-	        {"1", SLATE_ERR_JSON_TYPE},
-	        {"\"{}\"", SLATE_ERR_JSON_TYPE},
-	        {"null", SLATE_ERR_JSON_TYPE},
-	        {"{} x", SLATE_ERR_INVALID_FORMAT},
+	        {"{}", 0, false},
+	        {"[]", SLATE_ERR_JSON_TYPE, false},
+	        {"1", SLATE_ERR_JSON_TYPE, false},
+	        {"\"{}\"", SLATE_ERR_JSON_TYPE, false},
+	        {"null", SLATE_ERR_JSON_TYPE, false},
+	        {"{} x", SLATE_ERR_INVALID_FORMAT, false},
+	        {"{\"a\":1,\"b\":{\"a\":2}}", 0, false},
+	        {"{\"a:\\\":\":\"x:y\"}", 0, false}, /* ':' and '\"' inside strings */
+	        {"{\"a\":[{\"a\":1},{\"a\":1}]}", 0, false},
+	        {"{\"a\":1,\"a\":9}", 0, true},
+	        {"{\"o\":{\"k\":[1,{\"x\":1,\"x\":2}]}}", 0, true},
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -182,6 +188,10 @@ static void test_parse_object(void **state)
 
 		if (r != cases[i].expect)
 			fail_msg("%s: got %d, want %d", cases[i].data, r, cases[i].expect);
+		if (r == 0 &&
+		    json_members_unique(cases[i].data, strlen(cases[i].data), o) == cases[i].twice)
+			fail_msg("%s: a member twice is %sseen", cases[i].data,
+			         cases[i].twice ? "not " : "wrongly ");
 		if (r == 0)
 			json_object_put(o);
 		else

@@ -702,47 +702,6 @@ static int parse_top(struct json_object *top, struct catalog *c, struct catalog_
 	return parse_keys(top, c, err);
 }
 
-/*
- * json-c keeps the last of duplicate members silently, so {"version":1,"version":9} would read
- * differently here than in a tool that keeps the first. Every ':' outside a string in the text
- * is one member; when the tree holds fewer, some member was given twice.
- */
-static size_t count_members_text(const uint8_t *p, size_t len)
-{
-	bool in_string = false;
-	size_t n = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		if (in_string) {
-			if (p[i] == '\\')
-				i++;
-			else if (p[i] == '"')
-				in_string = false;
-		} else if (p[i] == '"') {
-			in_string = true;
-		} else if (p[i] == ':') {
-			n++;
-		}
-	}
-	return n;
-}
-
-static size_t count_members_tree(struct json_object *o)
-{
-	size_t n = 0;
-
-	if (json_object_is_type(o, json_type_array)) {
-		for (size_t i = 0, len = json_object_array_length(o); i < len; i++)
-			n += count_members_tree(json_object_array_get_idx(o, i));
-	} else if (json_object_is_type(o, json_type_object)) {
-		json_object_object_foreach (o, k, v) {
-			(void)k;
-			n += 1 + count_members_tree(v);
-		}
-	}
-	return n;
-}
-
 void catalog_free(struct catalog *c)
 {
 	if (!c)
@@ -790,7 +749,7 @@ int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct
 		return catalog_error_set(err, r == -ENOMEM ? r : SLATE_ERR_INVALID_FORMAT,
 		                         "malformed catalog: not strict JSON (%s)",
 		                         slate_strerror(r));
-	if (count_members_text(bytes, len) != count_members_tree(top))
+	if (!json_members_unique((const char *)bytes, len, top))
 		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
 		                         "malformed catalog: an object has a member twice");
 

@@ -226,6 +226,48 @@ static int check_tree(struct json_object *o, unsigned depth)
 	}
 }
 
+/* Every ':' outside a string in the text is one member. */
+static size_t count_members_text(const char *p, size_t len)
+{
+	bool in_string = false;
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (in_string) {
+			if (p[i] == '\\')
+				i++;
+			else if (p[i] == '"')
+				in_string = false;
+		} else if (p[i] == '"') {
+			in_string = true;
+		} else if (p[i] == ':') {
+			n++;
+		}
+	}
+	return n;
+}
+
+static size_t count_members_tree(struct json_object *o)
+{
+	size_t n = 0;
+
+	if (json_object_is_type(o, json_type_array)) {
+		for (size_t i = 0, len = json_object_array_length(o); i < len; i++)
+			n += count_members_tree(json_object_array_get_idx(o, i));
+	} else if (json_object_is_type(o, json_type_object)) {
+		json_object_object_foreach (o, k, v) {
+			(void)k;
+			n += 1 + count_members_tree(v);
+		}
+	}
+	return n;
+}
+
+bool json_members_unique(const char *data, size_t len, struct json_object *tree)
+{
+	return count_members_text(data, len) == count_members_tree(tree);
+}
+
 int json_parse_bounded(const char *data, size_t len, size_t max, struct json_object **ret)
 {
 	struct json_tokener *tok;

@@ -27,6 +27,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put);
 int json_parse_bounded(const char *data, size_t len, size_t max, struct json_object **ret);
 /* Like json_parse_bounded, and the value must be an object. */
 int json_parse_object(const char *data, size_t len, size_t max, struct json_object **ret);
+/* Whether tree, parsed from the len bytes at data, holds every member the text gives: json-c
+ * keeps the last of duplicate members silently, so {"v":1,"v":9} would read differently here
+ * than in a tool that keeps the first. Returns false when a member was given twice. */
+bool json_members_unique(const char *data, size_t len, struct json_object *tree);
 
 int json_get_string(struct json_object *o, const char *key, const char **ret);
 int json_get_int64(struct json_object *o, const char *key, int64_t *ret);
