@@ -1,23 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Catalogs read: the strict parser of the format (doc/catalog.md, "The format"), its times
  * and names, and the strict field readers the rollback state's reader shares. */
-#include "image/catalog-internal.h"
-#include "image/catalog.h"
-#include "util/buf.h"
-#include "util/error.h"
-#include "util/fs.h"
-#include "util/hex.h"
-#include "util/json.h"
-#include <dirent.h>
-#include <fcntl.h>
+
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
+
+#include "image/catalog-internal.h"
+#include "image/catalog.h"
+#include "util/error.h"
+#include "util/hex.h"
+#include "util/json.h"
 
 /* The largest time we write or read: 9999-12-31T23:59:59Z. */
 #define TIME_MAX INT64_C(253402300799)

@@ -2,13 +2,7 @@
 /* Catalogs decided on: the signature, the channel, rollback and expiry (catalog_verify), the
  * trusted keys, the rollback state and the artifacts' checks (doc/catalog.md). The parser is
  * catalog-parse.c. */
-#include "image/catalog.h"
-#include "image/catalog-internal.h"
-#include "util/buf.h"
-#include "util/error.h"
-#include "util/fs.h"
-#include "util/hex.h"
-#include "util/json.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,7 +12,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
+
+#include "image/catalog-internal.h"
+#include "image/catalog.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/fs.h"
+#include "util/json.h"
 
 #define STATE_FORMAT "slate-catalog-state"
 #define STATE_FORMAT_VERSION 1

@@ -1,41 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Audit events of requests and tunnels, and leak reports. */
-#include "proxy/ca.h"
-#include "proxy/http.h"
-#include "proxy/proxy.h"
-#include "proxy/scan.h"
-#include "proxy/sigv4.h"
-#include "proxy/subst.h"
-#include "proxy/tripwire.h"
-#include "util/error.h"
-#include "util/fs.h"
-#include "util/hex.h"
-#include "util/host.h"
-#include "util/json.h"
-#include "util/log.h"
-#include <arpa/inet.h>
+
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "proxy/internal.h"
+#include "util/json.h"
 
 void proxy_redact_path(const char *target, char *out, size_t len)
 {

@@ -3,20 +3,14 @@
  * parameters parsed, the request checked, its canonical form (URI, query and header
  * canonicalisation). See sigv4.h and doc/sigv4.md. */
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "proxy/sigv4-internal.h"
-#include "proxy/sigv4.h"
-#include "secrets/secrets.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/hex.h"
-#include <errno.h>
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <pthread.h>
-#include <sodium.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* Appends byte c as AWS encodes it: unreserved characters (and '/' when keep_slash) as they
  * are, everything else as %XX with upper-case hex. */

@@ -1,20 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* AWS Signature Version 4: aws-chunked bodies re-signed chunk by chunk as they stream. */
 
-#include "proxy/sigv4-internal.h"
-#include "proxy/sigv4.h"
-#include "secrets/secrets.h"
-#include "util/buf.h"
-#include "util/error.h"
-#include "util/hex.h"
 #include <errno.h>
-#include <openssl/core_names.h>
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "proxy/sigv4-internal.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/hex.h"
 
 enum stream_state {
 	ST_LINE,       /* a chunk header line */

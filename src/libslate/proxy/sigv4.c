@@ -3,12 +3,6 @@
  * re-signing, credentials from a secret set. The canonical request is in sigv4-canon.c, the
  * aws-chunked stream in sigv4-stream.c. */
 
-#include "proxy/sigv4.h"
-#include "proxy/sigv4-internal.h"
-#include "secrets/secrets.h"
-#include "util/buf.h"
-#include "util/error.h"
-#include "util/hex.h"
 #include <errno.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -17,6 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "proxy/sigv4-internal.h"
+#include "secrets/secrets.h"
+#include "util/buf.h"
+#include "util/error.h"
+#include "util/hex.h"
 
 /*
  * Derived signing keys are cached: one depends only on the secret, the day, the region and the
