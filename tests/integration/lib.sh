@@ -210,8 +210,117 @@ as_user() {
     setpriv --reuid="$name" --regid="$(id -g "$name")" --init-groups "$@"
 }
 
-# ---- a slated of the test's own (the tests that drive it set $slated, $slate, $state, $work) ----
-# shellcheck disable=SC2154 # those four are the calling test's
+# stop_bg NAME...: SIGTERM the background process whose pid is in the variable NAME (each pid, for
+# an array), wait for it and empty NAME; nothing when NAME is empty or unset. The variable is
+# read when stop_bg runs, so "on_exit stop_bg server_pid" stops whatever runs then, and never
+# signals a pid that a test stopped (and the kernel may have handed out again) before.
+stop_bg() {
+    local _sb_name _sb_pid
+    for _sb_name in "$@"; do
+        declare -p "$_sb_name" >/dev/null 2>&1 || continue
+        local -n _sb_ref=$_sb_name
+        for _sb_pid in ${_sb_ref[@]+"${_sb_ref[@]}"}; do
+            [ -n "$_sb_pid" ] || continue
+            kill "$_sb_pid" 2>/dev/null || true
+            wait "$_sb_pid" 2>/dev/null || true
+        done
+        # shellcheck disable=SC2178 # a scalar or an array, whichever NAME is
+        if [[ $(declare -p "$_sb_name") == "declare -a"* ]]; then _sb_ref=(); else _sb_ref=''; fi
+        unset -n _sb_ref
+    done
+}
+
+# wait_file FILE [PID [LOG]]: wait up to 10 s for FILE to exist and not be empty (the port file a
+# server writes once it listens). Fails when it does not, and at once when the process PID ends
+# first; shows LOG (the server's output) either way.
+wait_file() {
+    local file=$1 pid=${2:-} out=${3:-} rc=0
+    for _ in $(seq 200); do
+        [ -s "$file" ] && return 0
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            [ -s "$file" ] && return 0
+            wait "$pid" 2>/dev/null || rc=$?
+            [ -z "$out" ] || cat "$out" >&2 || true
+            fail "$file did not appear: process $pid ended (exit status $rc)"
+        fi
+        sleep 0.05
+    done
+    [ -z "$out" ] || cat "$out" >&2 || true
+    fail "$file did not appear within 10 s"
+}
+
+# ---- JSON, exit statuses, libvirt domains ----
+
+# jget PATH: print the value at PATH in the JSON document on stdin. PATH is keys and list
+# indices joined by dots ("images.0.id"); booleans print as true/false, lists and objects as
+# Python prints them ("[]" for an empty list).
+jget() {
+    python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
+print(d if not isinstance(d, bool) else str(d).lower())' "$1"
+}
+
+# status COMMAND...: run COMMAND and print its exit status; its stdout and stderr are left in
+# $work/out and $work/err, stdin passes through.
+status() {
+    local rc=0
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    echo "$rc"
+}
+
+# want_status RC COMMAND...: COMMAND must exit RC (output left as status leaves it).
+want_status() {
+    local want=$1 got
+    shift
+    got=$(status "$@")
+    [ "$got" = "$want" ] || fail "'$*' exited $got, want $want; stderr: $(cat "$work/err")"
+}
+
+# expect_fail [--slate-form] RC PATTERN COMMAND...: COMMAND must exit RC ("nonzero": any status
+# but 0) with PATTERN (a grep regular expression) in its stderr; with --slate-form, its stderr
+# must also hold a line in the client's "slate: <what>: <why>" form. Its stdout and stderr are
+# left in $work/out and $work/err; stdin passes through.
+expect_fail() {
+    local form='' want pat rc=0
+    if [ "$1" = --slate-form ]; then
+        form=yes
+        shift
+    fi
+    want=$1 pat=$2
+    shift 2
+    "$@" >"$work/out" 2>"$work/err" || rc=$?
+    if [ "$want" = nonzero ]; then
+        [ "$rc" != 0 ] || fail "'$*' exited 0, want a failure: $(cat "$work/err")"
+    else
+        [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
+    fi
+    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
+    [ -z "$form" ] || grep -q "^slate: " "$work/err" ||
+        fail "'$*': error not in the 'slate: <what>: <why>' form: $(cat "$work/err")"
+}
+
+# v ARG...: virsh on $SLATE_TEST_URI.
+v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
+
+# destroy_domains DOMAIN...: destroy each libvirt domain and undefine it with its managed save,
+# quietly, whether it runs, is defined or is not there at all. A test registers it with on_exit
+# before stop_slated, so that it runs once slated is gone.
+destroy_domains() {
+    local d
+    for d in "$@"; do
+        v destroy "$d" >/dev/null 2>&1 || true
+        v undefine --managed-save "$d" >/dev/null 2>&1 || true
+    done
+}
+
+# ---- a slated of the test's own ----
+# $slated and $slate are the built ones and $work the scratch directory; a test may point them
+# elsewhere (helper.sh runs slated confined). The test sets $state, the state directory.
+slated=$top_builddir/slated
+slate=$top_builddir/slate
+work=$test_tmpdir
+daemon_pid=
+# shellcheck disable=SC2154 # $state is the calling test's
 
 # start_slated [NAME=VALUE]... [-- SLATED_ARG...]: start "$slated --foreground" on $state with its
 # runtime directory $work/run and debug log appended to $work/slated.log, in the background, with
@@ -239,22 +348,7 @@ start_slated() {
 
 # stop_slated: SIGTERM the slated start_slated started and wait for it to end (nothing when none
 # runs); clears daemon_pid.
-stop_slated() {
-    [ -n "${daemon_pid:-}" ] || return 0
-    kill "$daemon_pid" 2>/dev/null || true
-    wait "$daemon_pid" 2>/dev/null || true
-    daemon_pid=
-}
+stop_slated() { stop_bg daemon_pid; }
 
 # s ARG...: the slate client on that slated's socket.
 s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
-
-# expect_fail RC PATTERN COMMAND...: COMMAND must exit RC with PATTERN in its stderr (its stdout
-# and stderr are left in $work/out and $work/err; stdin passes through).
-expect_fail() {
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
