@@ -15,17 +15,12 @@ set -euo pipefail
 
 ensure_libvirt # describe asks libvirt whether the domain runs
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
 on_exit stop_slated
-start_daemon() { start_slated; }
 
 value=generic-$(head -c 24 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9')
 mnt=$(make_loop_fs btrfs egresscli 1G)
 state=$mnt/state
-start_daemon
+start_slated
 truncate -s 64M "$work/fake-disk.img"
 s image import test "$work/fake-disk.img" >/dev/null
 
@@ -95,7 +90,7 @@ k={x["key"]: x for x in d["secrets"]}; assert k["API_KEY"]["body"] and k["API_KE
     fail "describe --json"
 log "the settings survive a restart (the vault keeps them)"
 stop_slated
-start_daemon
+start_slated
 s --json secret ls ws1 >"$work/ls2.json"
 cmp -s "$work/ls.json" "$work/ls2.json" || fail "secret ls changed across a restart"
 expect_fail 2 "--query a b" s secret set ws1 K --host a.example --query 'a b' </dev/null

@@ -12,17 +12,8 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
 ws=hang$$
 dom=slate-$ws
-v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
-cleanup_domain() {
-    v destroy "$dom" >/dev/null 2>&1 || true
-    v undefine --managed-save "$dom" >/dev/null 2>&1 || true
-}
 passed=
 dump_log() {
     local rc=0
@@ -33,7 +24,7 @@ dump_log() {
         log "slated is gone (exit status $rc)"
     fi
 }
-on_exit cleanup_domain
+on_exit destroy_domains "$dom"
 on_exit stop_slated
 on_exit dump_log
 

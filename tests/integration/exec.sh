@@ -14,48 +14,22 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
-start_daemon() { start_slated; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-# status COMMAND...: prints the exit status of the command.
-status() {
-    local rc=0
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    echo "$rc"
-}
-want_status() { # want command...
-    local want=$1 got
-    shift
-    got=$(status "$@")
-    [ "$got" = "$want" ] || fail "'$*' exited $got, want $want; stderr: $(cat "$work/err")"
-}
 exists() { s ls --json | python3 -c 'import json,sys; print(any(w["name"]==sys.argv[1] for w in json.load(sys.stdin)["workspaces"]))' "$1"; }
-cleanup_domains() {
-    local d
-    for d in $(virsh -q -c "$SLATE_TEST_URI" list --all --name 2>/dev/null | grep -E "^slate-(ext|rr|rf|rk)$$" || true); do
-        virsh -q -c "$SLATE_TEST_URI" destroy "$d" >/dev/null 2>&1 || true
-        virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "$d" >/dev/null 2>&1 || true
-    done
-}
 unmount_shares() {
     local m
     for m in $(awk -v d="$work/run/" 'index($2, d) == 1 {print $2}' /proc/mounts); do
         umount -l "$m" 2>/dev/null || true
     done
 }
-on_exit unmount_shares
-on_exit cleanup_domains
-on_exit stop_slated
 ws=ext$$
+on_exit unmount_shares
+# The workspace and run --rm's three below.
+on_exit destroy_domains "slate-$ws" "slate-rr$$" "slate-rf$$" "slate-rk$$"
+on_exit stop_slated
 
 mnt=$(make_loop_fs btrfs exec 3G)
 state=$mnt/state
-start_daemon
+start_slated
 s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
 mkdir -p "$work/ro/src" "$work/rw/src"
@@ -173,7 +147,7 @@ rc=0
 wait $cpid || rc=$?
 [ "$rc" = 1 ] || fail "client after slated died: rc $rc"
 grep -q "connection to slated lost" "$work/long.err" || fail "client message: $(cat "$work/long.err")"
-start_daemon
+start_slated
 for _ in $(seq 100); do s exec $ws -- true 2>/dev/null && break; sleep 0.2; done
 want_status 0 s exec $ws -- true
 s exec $ws -- sh -c 'ps' | grep -q 'sleep 300' && fail "the orphaned command still runs"

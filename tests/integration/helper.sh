@@ -17,30 +17,13 @@ ensure_test_image
 command -v unshare >/dev/null || skip "unshare not found (apt-get install util-linux)"
 command -v setpriv >/dev/null || skip "setpriv not found (apt-get install util-linux)"
 
-slate=$top_builddir/slate
-work=$test_tmpdir
 state=$(realpath -m "$work/state")
-daemon_pid=
 helper_pid=
 ws=priv-$$
-v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-cleanup_domain() {
-    v destroy "slate-$ws" >/dev/null 2>&1 || true
-    v undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-stop_helper() {
-    [ -n "${helper_pid:-}" ] || return 0
-    kill "$helper_pid" 2>/dev/null || true
-    wait "$helper_pid" 2>/dev/null || true
-    helper_pid=
-}
 on_exit detach_loops "$state/pool.img"
 on_exit unmount "$state/pool"
-on_exit stop_helper
-on_exit cleanup_domain
+on_exit stop_bg helper_pid
+on_exit destroy_domains "slate-$ws"
 on_exit stop_slated
 
 # The pool whatever filesystem $TMPDIR is on.
@@ -112,7 +95,7 @@ grep -q "POOL_UNMOUNT: unmounted the pool of $state" "$work/helper.log" ||
     fail "the helper's log does not say it unmounted the pool"
 grep -q "unmounted the storage pool $state/pool" "$work/slated.log" ||
     fail "slated's log does not say the pool was unmounted"
-stop_helper
+stop_bg helper_pid
 
 # The control: without --helper-socket the confined slated starts a helper of its own, as
 # confined as itself, and the pool cannot be mounted: slated did not do it before either.

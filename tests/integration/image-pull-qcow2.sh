@@ -17,22 +17,12 @@ command -v python3 >/dev/null || skip "python3 not found (apt-get install python
 command -v qemu-img >/dev/null || skip "qemu-img not found (apt-get install qemu-utils)"
 command -v qemu-io >/dev/null || skip "qemu-io not found (apt-get install qemu-utils)"
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 sc=$top_builddir/slate-catalog
-work=$test_tmpdir
 srv=$work/srv
 mkdir -p "$srv" "$work/keys" "$work/run"
-daemon_pid=
 server_pid=
-
-stop_all() {
-    [ -n "$daemon_pid" ] && { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
-    [ -n "$server_pid" ] && { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; }
-    daemon_pid= server_pid=
-}
-on_exit stop_all_now
-stop_all_now() { stop_all; }
+on_exit stop_bg server_pid
+on_exit stop_slated
 
 size() { stat -c %s "$1"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
@@ -147,19 +137,15 @@ done
 
 python3 "$top_srcdir/tests/unit/fetch-server.py" "$srv" "$work/port" "$work/requests.log" &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the HTTP server did not start"
+wait_file "$work/port" "$server_pid"
 url=http://127.0.0.1:$(cat "$work/port")
 
 cat >"$work/slate.conf" <<EOF2
 trusted-keys = $work/keys
 channel = stable
 EOF2
-"$slated" --foreground --config "$work/slate.conf" --state-dir "$mnt/state" \
-    --runtime-dir "$work/run" --log-level debug 2>>"$work/slated.log" &
-daemon_pid=$!
-for _ in $(seq 200); do [ -S "$work/run/slated.sock" ] && break; sleep 0.05; done
-[ -S "$work/run/slated.sock" ] || { tail -20 "$work/slated.log"; fail "slated did not come up"; }
+state=$mnt/state
+start_slated -- --config "$work/slate.conf"
 [ -s "$mnt/state/install/master.key" ] || fail "slated made no master key at $mnt/state/install/master.key"
 
 s catalog update --from "$url/stable.json" | grep -q "catalog stable version 1" ||
@@ -216,4 +202,5 @@ for root, dirs, files in os.walk(state):
 if bad:
     sys.exit("found in: " + ", ".join(bad))
 PY
-stop_all
+stop_slated
+stop_bg server_pid

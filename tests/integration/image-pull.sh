@@ -19,26 +19,12 @@ ensure_test_image
 command -v python3 >/dev/null || skip "python3 not found (apt-get install python3)"
 command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 sc=$top_builddir/slate-catalog
-work=$test_tmpdir
 srv=$work/srv
 mkdir -p "$srv" "$work/keys" "$work/run"
-daemon_pid=
 server_pid=
-
-stop_all() {
-    [ -n "$daemon_pid" ] && { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
-    [ -n "$server_pid" ] && { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; }
-    daemon_pid= server_pid=
-}
-on_exit stop_all_now
-stop_all_now() { stop_all; }
-
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
+on_exit stop_bg server_pid
+on_exit stop_slated
 
 # The artifacts: the test image's disk compressed with zstd, its kernel and initrd as they are.
 log "compressing the test image's disk"
@@ -126,8 +112,7 @@ openssl pkey -in "$work/ossl.pem" -pubout -out "$work/keys/openssl.pub"
 # The server: 127.0.0.1 only, an ephemeral port; its log shows every request's Range header.
 python3 "$top_srcdir/tests/unit/fetch-server.py" "$srv" "$work/port" "$work/requests.log" &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the HTTP server did not start"
+wait_file "$work/port" "$server_pid"
 url=http://127.0.0.1:$(cat "$work/port")
 
 # The daemon, trusting the publisher's key, on a loop-mounted btrfs.
@@ -136,11 +121,8 @@ cat >"$work/slate.conf" <<EOF2
 trusted-keys = $work/keys
 channel = stable
 EOF2
-"$slated" --foreground --config "$work/slate.conf" --state-dir "$mnt/state" \
-    --runtime-dir "$work/run" --log-level debug 2>>"$work/slated.log" &
-daemon_pid=$!
-for _ in $(seq 200); do [ -S "$work/run/slated.sock" ] && break; sleep 0.05; done
-[ -S "$work/run/slated.sock" ] || { tail -20 "$work/slated.log"; fail "slated did not come up"; }
+state=$mnt/state
+start_slated -- --config "$work/slate.conf"
 
 # catalog update, pull, ls, create, verify.
 publish 5 2099-01-01T00:00:00Z "$work/pub.secret" "$(image_entry test 1 disk.img.zst)" \
@@ -246,4 +228,5 @@ chmod 0755 "$work/run"
 chmod 0666 "$work/run/slated.sock"
 expect_fail 1 "only root" setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" catalog update --from "$url/stable.json"
 s rm ws1 --yes >/dev/null
-stop_all
+stop_slated
+stop_bg server_pid

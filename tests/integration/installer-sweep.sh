@@ -16,22 +16,13 @@ set -euo pipefail
 ensure_libvirt
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not found"
 
-slated=$top_builddir/slated
-work=$test_tmpdir
 tag=$(printf '%06x' $(($$ % 16777216)))
 mine=slate.install-sweep.img-$tag
 other=slate.install-sweep.img-$(printf '%06x' $((($$ + 1) % 16777216)))
 mixed=slate.install-sweep.img-$(printf '%06x' $((($$ + 2) % 16777216)))
 misnamed=slate.installer-sweep-$tag
 all=("$mine" "$other" "$mixed" "$misnamed")
-daemon_pid=
-cleanup_domains() {
-    local d
-    for d in "${all[@]}"; do
-        virsh -q -c "$SLATE_TEST_URI" destroy "$d" >/dev/null 2>&1 || true
-    done
-}
-on_exit cleanup_domains
+on_exit destroy_domains "${all[@]}"
 on_exit stop_slated
 
 start_daemon() { start_slated -- --libvirt-uri "$SLATE_TEST_URI"; }

@@ -30,41 +30,29 @@ command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
 command -v debugfs >/dev/null || skip "debugfs not found (apt-get install e2fsprogs)"
 command -v curl >/dev/null || skip "curl not found (apt-get install curl)"
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 sc=$top_builddir/slate-catalog
-work=$test_tmpdir
 srv=$work/srv
 mkdir -p "$srv" "$work/keys" "$work/run"
-daemon_pid=
 server_pid=
 
-stop_all() {
-    [ -z "$daemon_pid" ] || { kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; }
-    [ -z "$server_pid" ] || { kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null || true; }
-    daemon_pid='' server_pid=''
-}
 # Installer domains whose disks are ours (never another test's), and our workspaces' domains.
 cleanup_domains() {
     local d
-    for d in $(virsh -q -c "$SLATE_TEST_URI" list --all --name 2>/dev/null || true); do
+    for d in $(v list --all --name 2>/dev/null || true); do
         case "$d" in
         slate.install-*)
-            virsh -q -c "$SLATE_TEST_URI" domblklist "$d" 2>/dev/null | grep -qF "$work/" || continue
+            v domblklist "$d" 2>/dev/null | grep -qF "$work/" || continue
             ;;
         slate-pi*$$) ;;
         *) continue ;;
         esac
-        virsh -q -c "$SLATE_TEST_URI" destroy "$d" >/dev/null 2>&1 || true
-        virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "$d" >/dev/null 2>&1 || true
+        destroy_domains "$d"
     done
 }
 on_exit cleanup_domains
-on_exit stop_all
+on_exit stop_bg server_pid
+on_exit stop_slated
 
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 size() { stat -c %s "$1"; }
 # api METHOD PATH BODY: the daemon's own answer, without the client's consent handling.
@@ -131,8 +119,7 @@ EOF
 "$sc" keygen "$work/pub.secret" "$work/keys/publisher.pub" >/dev/null
 python3 "$top_srcdir/tests/unit/fetch-server.py" "$srv" "$work/port" "$work/requests.log" &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
-[ -s "$work/port" ] || fail "the HTTP server did not start"
+wait_file "$work/port" "$server_pid"
 url=http://127.0.0.1:$(cat "$work/port")
 
 # The daemon on a loop-mounted btrfs, with the test image's kernel and initramfs as installer.
@@ -141,11 +128,7 @@ state=$mnt/state
 mkdir -p "$state/installer"
 cp "$test_image_dir/vmlinuz" "$test_image_dir/initrd.img" "$top_builddir/slate-guest" "$state/installer/"
 printf 'trusted-keys = %s\nchannel = stable\n' "$work/keys" >"$work/slate.conf"
-"$slated" --foreground --config "$work/slate.conf" --state-dir "$state" \
-    --runtime-dir "$work/run" --log-level debug 2>>"$work/slated.log" &
-daemon_pid=$!
-for _ in $(seq 200); do [ -S "$work/run/slated.sock" ] && break; sleep 0.05; done
-[ -S "$work/run/slated.sock" ] || { tail -20 "$work/slated.log"; fail "slated did not come up"; }
+start_slated -- --config "$work/slate.conf"
 img=$state/images/test
 
 # Version 1 of the catalog has no steps: no consent is needed; a workspace is made from it.
@@ -233,4 +216,5 @@ grep -q "postinstall step [12] of 2" "$work/err" || fail "the steps did not run 
 second" ] || fail "the new disk lacks the steps' changes"
 s rm piold$$ --yes >/dev/null
 s rm pinew$$ --yes >/dev/null
-stop_all
+stop_slated
+stop_bg server_pid

@@ -37,16 +37,7 @@ openssl x509 -req -in "$w/srv.csr" -CA "$w/ca.pem" -CAkey "$w/ca.key" -CAcreates
     -out "$w/srv.pem" -days 2 -extfile "$w/ext.cnf" 2>/dev/null
 
 pids=()
-kill_all() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-on_exit kill_all
-wait_file() {
-    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done
-    fail "$1 did not appear"
-}
+on_exit stop_bg pids
 $py "$peer" http --port-file "$w/tls.port" --cert "$w/srv.pem" --key "$w/srv.key" \
     --log "$w/tls.log" &
 pids+=($!)
@@ -81,7 +72,7 @@ connect_to+=",plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp"
     --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
     --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
 pids+=($!)
-wait_file "$w/proxy.port"
+wait_file "$w/proxy.port" "$!" "$w/proxy.log"
 px=$(cat "$w/proxy.port")
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 PH=$(ph SUBST_KEY)

@@ -22,28 +22,13 @@ command -v python3 >/dev/null || skip "python3 not found"
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 peer=$top_srcdir/tests/integration/proxy-peer.py
-work=$test_tmpdir
 ws=px$$
-daemon_pid=
 peer_pid=
 tls_pid=
-stop_peer() {
-    local p
-    for p in $peer_pid $tls_pid; do
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-}
-cleanup_domain() {
-    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-on_exit cleanup_domain
+on_exit destroy_domains "slate-$ws"
 on_exit stop_slated
-on_exit stop_peer
+on_exit stop_bg peer_pid tls_pid
 
 # A test CA and a certificate for the TLS server the guest reaches through the interception.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" \
@@ -60,7 +45,8 @@ peer_pid=$!
 "$py" "$peer" http --port-file "$work/tls.port" --log "$work/peer.log" \
     --headers-log "$work/peer.headers" --cert "$work/srv.pem" --key "$work/srv.key" &
 tls_pid=$!
-for _ in $(seq 100); do [ -s "$work/peer.port" ] && [ -s "$work/tls.port" ] && break; sleep 0.05; done
+wait_file "$work/peer.port" "$peer_pid"
+wait_file "$work/tls.port" "$tls_pid"
 pp=$(cat "$work/peer.port")
 tp=$(cat "$work/tls.port")
 : >"$work/peer.log"
@@ -69,14 +55,6 @@ tp=$(cat "$work/tls.port")
 start_daemon() {
     start_slated SLATE_PROXY_TEST_CA_FILE="$work/ca.pem" \
         SLATE_PROXY_TEST_CONNECT_TO="plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp,api.bound.test:443:127.0.0.1:$tp"
-}
-jget() { "$py" -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-status() {
-    local rc=0
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    echo "$rc"
 }
 # gx: run a command in the guest, with a bound on the wall clock (should anything hang).
 gx() { timeout -k 5 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "$@"; }

@@ -13,18 +13,9 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
 ws=sg$$
-daemon_pid=
-start_daemon() { start_slated; }
 gexec() { s exec "$ws" -- "$@"; }
-cleanup_domain() {
-    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-on_exit cleanup_domain
+on_exit destroy_domains "slate-$ws"
 on_exit stop_slated
 
 rand() { head -c 200 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c "$1"; }
@@ -48,7 +39,7 @@ no_real_value() {
 
 mnt=$(make_loop_fs btrfs secretsg 3G)
 state=$mnt/state
-start_daemon
+start_slated
 s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
 s create "$ws" --home-size 64M >/dev/null

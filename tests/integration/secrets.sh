@@ -13,23 +13,7 @@ set -euo pipefail
 
 ensure_libvirt # describe asks libvirt whether the domain runs
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
 on_exit stop_slated
-start_daemon() { start_slated; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
-expect_fail() { # rc pattern command... (stdin passes through)
-    local want=$1 pat=$2 rc=0
-    shift 2
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = "$want" ] || fail "'$*' exited $rc, want $want: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-    grep -q "^slate: " "$work/err" || fail "'$*': error not in the 'slate: <what>: <why>' form"
-}
 # no_values FILE...: none of the real values appears in the files.
 no_values() {
     local f v
@@ -52,7 +36,7 @@ values=("$anthropic" "$github_global" "$github_ws" "$aws_id" "$aws_secret" "$aws
 
 mnt=$(make_loop_fs btrfs secrets 1G)
 state=$mnt/state
-start_daemon
+start_slated
 truncate -s 64M "$work/fake-disk.img"
 s image import test "$work/fake-disk.img" >/dev/null
 s create ws1 --home-size 64M >/dev/null
@@ -90,7 +74,7 @@ printf '%s' "$generic" | s secret set ws1 DB_PASSWORD --host 'bücher.example' -
 # Under /root the workspace user could not read it in the guest: refused, naming the quoted form.
 # Under another host home: set, with a warning naming the likely intent.
 setfile() { printf 'not-a-real-token' | HOME=$1 "$slate" --socket "$work/run/slated.sock" secret set ws1 "$2" --host github.com --file "$3"; }
-expect_fail 2 "Quote it: --file '~/.git-credentials'" setfile /root GITC /root/.git-credentials
+expect_fail --slate-form 2 "Quote it: --file '~/.git-credentials'" setfile /root GITC /root/.git-credentials
 s secret ls ws1 | grep -q GITC && fail "a --file under /root was stored"
 setfile /home/alice GITC /home/alice/.git-credentials >/dev/null 2>"$work/err" || fail "--file under another home: $(cat "$work/err")"
 grep -q "quote it: --file '~/.git-credentials'" "$work/err" || fail "no warning for a --file under the host home: $(cat "$work/err")"
@@ -142,20 +126,20 @@ grep -q "ANTHROPIC_API_KEY (anthropic, workspace) -> api.anthropic.com" "$work/d
 grep -qF "$ph" "$work/describe.txt" "$work/describe.json" && fail "describe shows a placeholder"
 
 log "refusals"
-expect_fail 1 "wildcard" s secret set ws1 K --host '*.example.com' < <(printf 'long-enough-value')
-expect_fail 1 "empty" s secret set ws1 K --host 'a..example' < <(printf 'long-enough-value')
-expect_fail 1 "port does not belong" s secret set ws1 K --host 'example.com:443' < <(printf 'long-enough-value')
-expect_fail 1 "standard input is empty" s secret set ws1 K --host a.example </dev/null
-expect_fail 1 "standard input is empty" s secret set ws1 K --host a.example < <(printf '\n')
-expect_fail 1 "shorter than" s secret set ws1 K --host a.example < <(printf 'short')
-expect_fail 1 "ACCESS_KEY_ID SECRET_ACCESS_KEY" s secret set ws1 K --kind aws --host a.example < <(printf '%s' "$aws_id")
-expect_fail 2 "unexpected\|give (NAME|--global) KEY" s secret set ws1 K "$generic" --host a.example
+expect_fail --slate-form 1 "wildcard" s secret set ws1 K --host '*.example.com' < <(printf 'long-enough-value')
+expect_fail --slate-form 1 "empty" s secret set ws1 K --host 'a..example' < <(printf 'long-enough-value')
+expect_fail --slate-form 1 "port does not belong" s secret set ws1 K --host 'example.com:443' < <(printf 'long-enough-value')
+expect_fail --slate-form 1 "standard input is empty" s secret set ws1 K --host a.example </dev/null
+expect_fail --slate-form 1 "standard input is empty" s secret set ws1 K --host a.example < <(printf '\n')
+expect_fail --slate-form 1 "shorter than" s secret set ws1 K --host a.example < <(printf 'short')
+expect_fail --slate-form 1 "ACCESS_KEY_ID SECRET_ACCESS_KEY" s secret set ws1 K --kind aws --host a.example < <(printf '%s' "$aws_id")
+expect_fail --slate-form 2 "unexpected\|give (NAME|--global) KEY" s secret set ws1 K "$generic" --host a.example
 grep -qF -- "$generic" "$work/err" && fail "a usage error echoed the value"
-expect_fail 2 "--kind nosuch" s secret set ws1 K --kind nosuch --host a.example </dev/null
-expect_fail 2 "with --host" s secret set ws1 K </dev/null
-expect_fail 1 "no workspace named 'nope'" s secret set nope K --host a.example < <(printf 'long-enough-value')
-expect_fail 1 "no secret named" s secret rm ws1 NOPE
-expect_fail 1 "no workspace named" s secret ls nope
+expect_fail --slate-form 2 "--kind nosuch" s secret set ws1 K --kind nosuch --host a.example </dev/null
+expect_fail --slate-form 2 "with --host" s secret set ws1 K </dev/null
+expect_fail --slate-form 1 "no workspace named 'nope'" s secret set nope K --host a.example < <(printf 'long-enough-value')
+expect_fail --slate-form 1 "no secret named" s secret rm ws1 NOPE
+expect_fail --slate-form 1 "no workspace named" s secret ls nope
 
 log "at rest: sealed, 0600, no plaintext; the global directory 0700"
 vault=$wsdir/secrets.enc
@@ -171,13 +155,13 @@ done
 log "placeholders survive a restart of slated"
 s --json secret ls ws1 >"$work/before.json"
 stop_slated
-start_daemon
+start_slated
 s --json secret ls ws1 >"$work/after.json"
 cmp -s "$work/before.json" "$work/after.json" || fail "placeholders changed across a restart"
 
 log "a vault copied into another workspace's directory does not open"
 cp "$vault" "$ws2dir/secrets.enc"
-expect_fail 1 "does not open" s secret ls ws2
+expect_fail --slate-form 1 "does not open" s secret ls ws2
 s --json describe ws2 >"$work/d2.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "does not open" in d["secrets_error"], d' "$work/d2.json" ||
     fail "describe does not say the vault is refused"
@@ -188,9 +172,9 @@ log "another user sees none of it"
 if command -v setpriv >/dev/null; then
     chmod 0666 "$work/run/slated.sock"
     nob() { setpriv --reuid=65534 --regid=65534 --clear-groups "$slate" --socket "$work/run/slated.sock" "$@"; }
-    expect_fail 1 "no workspace named 'ws1'" nob secret ls ws1
-    expect_fail 1 "no workspace named 'ws1'" nob secret rm ws1 AWS
-    expect_fail 1 "no workspace named 'ws1'" nob secret set ws1 X --host a.example < <(printf 'long-enough-value')
+    expect_fail --slate-form 1 "no workspace named 'ws1'" nob secret ls ws1
+    expect_fail --slate-form 1 "no workspace named 'ws1'" nob secret rm ws1 AWS
+    expect_fail --slate-form 1 "no workspace named 'ws1'" nob secret set ws1 X --host a.example < <(printf 'long-enough-value')
     [ "$(nob --json secret ls | jget secrets)" = "[]" ] || fail "uid 65534 sees root's global secrets"
     chmod 0660 "$work/run/slated.sock"
 fi
@@ -206,7 +190,7 @@ s wipe ws1 --yes >/dev/null
 [ "$(s --json secret ls ws1 | jget secrets.0.key)" = ANTHROPIC_API_KEY ] || fail "secrets lost by wipe"
 s rm ws1 --yes >/dev/null
 [ ! -e "$vault" ] || fail "rm left the vault behind"
-expect_fail 1 "no workspace named" s secret ls ws1
+expect_fail --slate-form 1 "no workspace named" s secret ls ws1
 
 log "nothing of a value in slated's log"
 no_values "$work/slated.log"
@@ -216,23 +200,23 @@ log "a master key open to others, or damaged, is refused with a clear error"
 printf '%s' "$generic" | s secret set ws2 KEEP --host a.example >/dev/null
 stop_slated
 chmod 0644 "$state/install/master.key"
-start_daemon
-expect_fail 1 "master key.*accessible to group or others" s secret ls ws2
-expect_fail 1 "secrets are unavailable" s secret set ws2 K --host a.example < <(printf 'long-enough-value')
+start_slated
+expect_fail --slate-form 1 "master key.*accessible to group or others" s secret ls ws2
+expect_fail --slate-form 1 "secrets are unavailable" s secret set ws2 K --host a.example < <(printf 'long-enough-value')
 s --json describe ws2 | jget secrets_error | grep -q "master key" || fail "describe does not say why"
 stop_slated
 chmod 0600 "$state/install/master.key"
-start_daemon
+start_slated
 [ "$(s --json secret ls ws2 | jget secrets.0.key)" = KEEP ] || fail "vault lost after the key came back"
 stop_slated
 cp "$state/install/master.key" "$work/master.key.saved"
 head -c 16 "$work/master.key.saved" >"$state/install/master.key"
-start_daemon
-expect_fail 1 "master key.*Size differs" s secret ls ws2
+start_slated
+expect_fail --slate-form 1 "master key.*Size differs" s secret ls ws2
 stop_slated
 cp "$work/master.key.saved" "$state/install/master.key"
 chmod 0600 "$state/install/master.key"
-start_daemon
+start_slated
 [ "$(s --json secret ls ws2 | jget secrets.0.key)" = KEEP ] || fail "vault lost after the key was restored"
 s rm ws2 --yes >/dev/null
 no_values "$work/slated.log"
@@ -252,7 +236,7 @@ crash_slated() {
     kill -SEGV "$daemon_pid"
     wait "$daemon_pid" 2>/dev/null || true
 }
-start_daemon
+start_slated
 grep -q "core-dumps = yes" "$work/slated.log" && fail "the default warned about core dumps"
 pid=$daemon_pid
 crash_slated

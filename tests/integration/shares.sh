@@ -15,10 +15,6 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
 on_exit stop_slated
 ws=sh$$
 owner=slsh$$
@@ -33,8 +29,7 @@ s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz
 cleanup_ws() {
     s stop --force $ws >/dev/null 2>&1 || true
     s rm --yes $ws >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" destroy slate-$ws >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine slate-$ws >/dev/null 2>&1 || true
+    destroy_domains "slate-$ws"
 }
 on_exit cleanup_ws
 

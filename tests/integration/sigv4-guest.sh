@@ -33,27 +33,12 @@ for cmd in openssl curl; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 s3server=$top_srcdir/tests/integration/s3server.py
-work=$test_tmpdir
 ws=sv$$
-daemon_pid=
 server_pid=
-stop_all() {
-    local p
-    for p in $daemon_pid $server_pid; do
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    daemon_pid='' server_pid=''
-}
-cleanup_domain() {
-    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-on_exit cleanup_domain
-on_exit stop_all
+on_exit destroy_domains "slate-$ws"
+on_exit stop_bg server_pid
+on_exit stop_slated
 
 # A test CA and the server's certificate (for the proxy's upstream check, and for the replays
 # straight to 127.0.0.1).
@@ -82,8 +67,7 @@ S3SERVER_SECRET=$REAL_SECRET S3SERVER_TOKEN=$REAL_TOKEN "$py" "$s3server" serve 
     --cert "$work/srv.pem" --key "$work/srv.key" --port-file "$work/port" \
     --log "$work/server.log" --access-key-id "$REAL_ID" >"$work/server.out" 2>&1 &
 server_pid=$!
-for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || fail "s3server.py did not start: $(cat "$work/server.out")"
+wait_file "$work/port" "$server_pid" "$work/server.out"
 port=$(cat "$work/port")
 
 start_daemon() {

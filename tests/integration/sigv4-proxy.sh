@@ -53,22 +53,12 @@ REAL_SECRET=$(rnd "$alnum/+" 40)
 REAL_TOKEN=IQoJb3JpZ2luX2VjE$(rnd "$alnum/+" 60)==
 
 pids=()
-kill_all() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-on_exit kill_all
-wait_file() {
-    for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.1; done
-    cat "$2" >&2 || true
-    fail "$1 did not appear"
-}
+on_exit stop_bg pids
 S3SERVER_SECRET=$REAL_SECRET S3SERVER_TOKEN=$REAL_TOKEN "$py" "$s3server" serve \
     --cert "$d/srv.pem" --key "$d/srv.key" --port-file "$d/port" --log "$d/server.log" \
     --access-key-id "$REAL_ID" >"$d/server.out" 2>&1 &
 pids+=($!)
-wait_file "$d/port" "$d/server.out"
+wait_file "$d/port" "$!" "$d/server.out"
 port=$(cat "$d/port")
 
 cat >"$d/secrets.json" <<EOF
@@ -81,7 +71,7 @@ echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"
     --connect-to "s3.amazonaws.com:443:127.0.0.1:$port,unbound.test:443:127.0.0.1:$port,abc123.execute-api.us-east-1.amazonaws.com:443:127.0.0.1:$port" \
     --port-file "$d/proxy.port" >"$d/proxy.log" 2>&1 &
 pids+=($!)
-wait_file "$d/proxy.port" "$d/proxy.log"
+wait_file "$d/proxy.port" "$!" "$d/proxy.log"
 px=$(cat "$d/proxy.port")
 egress_ca=$d/install/egress-ca.crt
 ph() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["AWS"][int(sys.argv[2])])' "$d/ph.json" "$1"; }

@@ -54,13 +54,8 @@ S3SERVER_SECRET=$REAL_SECRET S3SERVER_TOKEN=$REAL_TOKEN "$py" "$s3server" serve 
     --cert "$d/srv.pem" --key "$d/srv.key" --port-file "$d/port" --log "$d/server.log" \
     --access-key-id "$REAL_ID" >"$d/server.out" 2>&1 &
 server_pid=$!
-on_exit kill "$server_pid"
-for _ in $(seq 100); do
-    [ -s "$d/port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$d/server.out" >&2; fail "s3server.py died"; }
-    sleep 0.1
-done
-[ -s "$d/port" ] || fail "s3server.py did not start"
+on_exit stop_bg server_pid
+wait_file "$d/port" "$server_pid" "$d/server.out"
 port=$(cat "$d/port")
 log "s3server.py on https://127.0.0.1:$port"
 

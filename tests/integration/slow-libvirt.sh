@@ -20,32 +20,16 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
 proxy_pid=
 hold_s=14
-stop_proxy() {
-    [ -n "$proxy_pid" ] || return 0
-    kill "$proxy_pid" 2>/dev/null || true
-    wait "$proxy_pid" 2>/dev/null || true
-}
 ws1=slow1-$$
 ws2=slow2-$$
 ws3=slow3-$$
 ws4=slow4-$$
-cleanup_domains() {
-    local d
-    for d in "slate-$ws1" "slate-$ws2" "slate-$ws3" "slate-$ws4"; do
-        virsh -q -c qemu:///system destroy "$d" >/dev/null 2>&1 || true
-        virsh -q -c qemu:///system undefine --managed-save "$d" >/dev/null 2>&1 || true
-    done
-}
 domstate() { virsh -q -c qemu:///system domstate "slate-$1" 2>/dev/null | head -1 || true; }
-on_exit cleanup_domains
+on_exit destroy_domains "slate-$ws1" "slate-$ws2" "slate-$ws3" "slate-$ws4"
 on_exit stop_slated
-on_exit stop_proxy
+on_exit stop_bg proxy_pid
 
 libvirt_sock=/var/run/libvirt/libvirt-sock
 [ "$SLATE_TEST_URI" = qemu:///system ] && [ -S "$libvirt_sock" ] ||
@@ -53,6 +37,7 @@ libvirt_sock=/var/run/libvirt/libvirt-sock
 trigger=$work/hold-definitions
 python3 "$top_srcdir/tests/integration/slow-libvirt.py" "$work/libvirt.sock" "$libvirt_sock" \
     "$hold_s" "$trigger" >"$work/proxy.log" 2>&1 &
+# shellcheck disable=SC2034 # stop_bg reads it
 proxy_pid=$!
 for _ in $(seq 100); do grep -q ready "$work/proxy.log" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$work/proxy.log" || fail "slow-libvirt.py did not start: $(cat "$work/proxy.log")"

@@ -21,43 +21,21 @@ for t in ssh-add ssh-keygen ssh-agent openssl; do
     command -v "$t" >/dev/null || skip "$t not found on the host (apt-get install openssh-client openssl)"
 done
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
 serve=$top_builddir/tests/unit/agent-serve
 [ -x "$serve" ] || make -s -C "$top_builddir" tests/unit/agent-serve >/dev/null
-work=$test_tmpdir
 ws=sa$$
-daemon_pid=
 user_agent_pid=
 # The user's own agent is in slated's environment: it must never reach a guest.
 start_daemon() { start_slated SSH_AUTH_SOCK="$work/user.sock"; }
 g() { s exec "$ws" -- env SSH_AUTH_SOCK=/run/slate/ssh-agent.sock "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
 blob() { cut -d' ' -f1,2 "$@"; }
-status() {
-    local rc=0
-    "$@" >"$work/out" 2>"$work/err" </dev/null || rc=$?
-    echo "$rc"
-}
-want_fail() { # want_fail PATTERN COMMAND...: fails, saying PATTERN
-    local pat=$1 rc
-    shift
-    rc=$(status "$@")
-    [ "$rc" != 0 ] || fail "'$*' succeeded"
-    grep -q -- "$pat" "$work/err" || fail "'$*': want '$pat' in: $(cat "$work/err")"
-}
-cleanup_domain() {
-    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-stop_user_agent() { if [ -n "$user_agent_pid" ]; then kill "$user_agent_pid" 2>/dev/null || true; fi; }
-on_exit cleanup_domain
+on_exit destroy_domains "slate-$ws"
 on_exit stop_slated
-on_exit stop_user_agent
+# (Not a child of ours: stop_bg only signals it.)
+on_exit stop_bg user_agent_pid
 
 eval "$(ssh-agent -s -a "$work/user.sock")" >/dev/null
+# shellcheck disable=SC2034 # stop_bg reads it
 user_agent_pid=$SSH_AGENT_PID
 unset SSH_AUTH_SOCK SSH_AGENT_PID
 ssh-keygen -q -t ed25519 -N '' -C user-own -f "$work/userkey"
@@ -81,13 +59,13 @@ s ssh-key show "$ws" >"$work/show.out"
     "$(ssh-keygen -lf "$work/show.out" | cut -d' ' -f2)" ] || fail "fingerprint differs from ssh-keygen -l"
 [ "$(s describe "$ws" --json | jget ssh_keys.0.public_key)" = "$(cat "$work/show.out")" ] ||
     fail "describe's ssh_keys"
-want_fail "has a generated SSH key already" s ssh-key generate "$ws"
+expect_fail nonzero "has a generated SSH key already" s ssh-key generate "$ws" </dev/null
 [ "$(stat -c %a "$wsdir/ssh")" = 700 ] || fail "ssh/ is not 0700"
 
 log "wipe-home discards the key pair"
 s wipe-home "$ws" --yes >/dev/null
 [ ! -e "$wsdir/ssh" ] || fail "wipe-home left $wsdir/ssh"
-want_fail "no SSH key" s ssh-key show "$ws"
+expect_fail nonzero "no SSH key" s ssh-key show "$ws" </dev/null
 [ "$(s describe "$ws" --json | jget ssh_keys)" = "[]" ] || fail "describe still lists keys"
 s ssh-key generate "$ws" >"$work/regen.pub"
 [ "$(blob "$work/regen.pub")" != "$(blob "$work/show.out")" ] || fail "a new key is the old key"
@@ -102,16 +80,16 @@ ssh-keygen -q -t rsa -b 3072 -m PEM -N '' -C rsa-key -f "$work/rsa"
 printf 'pass phrase\n' >"$work/pass"
 printf 'nope\n' >"$work/wrong"
 # No terminal to ask on (setsid: no controlling terminal), and no --passphrase-file.
-rc=$(status setsid -w "$slate" --socket "$work/run/slated.sock" ssh-key import "$ws" "$work/ec")
+rc=$(status setsid -w "$slate" --socket "$work/run/slated.sock" ssh-key import "$ws" "$work/ec" </dev/null)
 if [ "$rc" != 1 ] || ! grep -q "passphrase-file" "$work/err"; then
     fail "import without a passphrase: $rc $(cat "$work/err")"
 fi
-want_fail "does not open" s ssh-key import "$ws" "$work/ec" --passphrase-file "$work/wrong"
+expect_fail nonzero "does not open" s ssh-key import "$ws" "$work/ec" --passphrase-file "$work/wrong" </dev/null
 s ssh-key import "$ws" "$work/ec" --passphrase-file "$work/pass" >"$work/ec.line"
 [ "$(blob "$work/ec.line")" = "$(blob "$work/ec.pub")" ] || fail "imported ECDSA line"
 s ssh-key import "$ws" - <"$work/rsa" >"$work/rsa.line"
 [ "$(blob "$work/rsa.line")" = "$(blob "$work/rsa.pub")" ] || fail "imported RSA line"
-want_fail "has this key already" s ssh-key import "$ws" "$work/rsa"
+expect_fail nonzero "has this key already" s ssh-key import "$ws" "$work/rsa" </dev/null
 # On a terminal the passphrase is asked for, not echoed (the key is there already by now: the
 # answer after a right passphrase is "has this key already").
 if command -v script >/dev/null; then
@@ -124,7 +102,7 @@ if command -v script >/dev/null; then
     fi
     ! grep -q "pass phrase" "$work/tty.out" || fail "the passphrase was echoed"
 fi
-want_fail "not a private key" s ssh-key import "$ws" /etc/hostname
+expect_fail nonzero "not a private key" s ssh-key import "$ws" /etc/hostname </dev/null
 cat "$work/managed.pub" "$work/ec.pub" "$work/rsa.pub" >"$work/want"
 s ssh-key show "$ws" >"$work/show3"
 diff <(blob "$work/show3") <(blob "$work/want") >&2 || fail "show does not list the three keys"
@@ -213,10 +191,10 @@ scan "$work/mem.dump" || fail "private key bytes in the guest's memory"
 rm -f "$work/mem.dump"
 log "in the guest: adding, removing, locking refused"
 s exec -i "$ws" -- sh -c 'umask 077; cat >/tmp/userkey' <"$work/userkey"
-[ "$(status g ssh-add /tmp/userkey)" != 0 ] || fail "ssh-add KEY in the guest was accepted"
-[ "$(status g ssh-add -D)" != 0 ] || fail "ssh-add -D in the guest was accepted"
+[ "$(status g ssh-add /tmp/userkey </dev/null)" != 0 ] || fail "ssh-add KEY in the guest was accepted"
+[ "$(status g ssh-add -D </dev/null)" != 0 ] || fail "ssh-add -D in the guest was accepted"
 s exec -i "$ws" -- sh -c 'printf "#!/bin/sh\necho pw\n" >/tmp/askpass; chmod +x /tmp/askpass' </dev/null
-[ "$(status g SSH_ASKPASS=/tmp/askpass SSH_ASKPASS_REQUIRE=force DISPLAY=:0 ssh-add -x)" != 0 ] ||
+[ "$(status g SSH_ASKPASS=/tmp/askpass SSH_ASKPASS_REQUIRE=force DISPLAY=:0 ssh-add -x </dev/null)" != 0 ] ||
     fail "ssh-add -x in the guest was accepted"
 g ssh-add -L >"$work/guest.list2"
 diff "$work/guest.list" "$work/guest.list2" >&2 || fail "refused requests changed the keys"

@@ -12,40 +12,19 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
-daemon_pid=
-start_daemon() { start_slated; }
-v() { virsh -q -c "$SLATE_TEST_URI" "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
 state_of() { s describe "$1" --json | jget state; }
-expect_fail() { # pattern command...
-    local pat=$1 rc=0
-    shift
-    "$@" >"$work/out" 2>"$work/err" || rc=$?
-    [ "$rc" = 1 ] || fail "'$*' exited $rc, want 1: $(cat "$work/err")"
-    grep -q -- "$pat" "$work/err" || fail "'$*': stderr lacks '$pat': $(cat "$work/err")"
-}
 # console NAME COMMAND: types COMMAND on the serial console, prints what came back.
 console() {
     { sleep 0.3; printf '\n%s\n' "$2"; sleep 1.5; } | timeout 30 "$slate" --socket "$work/run/slated.sock" console "$1" | tr -d '\r'
 }
-cleanup_domains() {
-    local d
-    virsh -q -c "$SLATE_TEST_URI" destroy "slate-$ws" >/dev/null 2>&1 || true
-    virsh -q -c "$SLATE_TEST_URI" undefine --managed-save "slate-$ws" >/dev/null 2>&1 || true
-}
-on_exit cleanup_domains
-on_exit stop_slated
 # Unique per run: another checkout's make check may drive the same libvirtd at the same time.
 ws=vmt-$$
+on_exit destroy_domains "slate-$ws"
+on_exit stop_slated
 
 mnt=$(make_loop_fs btrfs vm 2G)
 state=$mnt/state
-start_daemon
+start_slated
 s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
@@ -72,8 +51,8 @@ grep -q "freePageReporting='on'" "$work/dom.xml" || fail "no free page reporting
 grep -q "slate-guest .*: ready" "$work/run/vm/$ws/console.log" || fail "console log lacks the ready line"
 
 # rm, reset and wipe refuse a running workspace and name slate stop.
-expect_fail "is running: stop it first (slate stop)" s rm $ws --yes
-expect_fail "is running: stop it first (slate stop)" s reset $ws --yes
+expect_fail 1 "is running: stop it first (slate stop)" s rm $ws --yes
+expect_fail 1 "is running: stop it first (slate stop)" s reset $ws --yes
 s start $ws | grep -q "already running" || fail "a second start is not a no-op"
 
 # The console, both ways; a file written now survives a stop.
@@ -99,7 +78,7 @@ s stop $ws --suspend | grep -q "suspended $ws" || fail "stop --suspend output"
 log "managed save: $((($(date +%s%N) - t0) / 1000000)) ms"
 [ "$(state_of $ws)" = suspended ] || fail "suspended workspace says $(state_of $ws)"
 [ "$(v domstate slate-$ws)" = "shut off" ] || fail "virsh domstate of a suspended domain"
-expect_fail "is running: stop it first" s reset $ws --yes
+expect_fail 1 "is running: stop it first" s reset $ws --yes
 s start $ws | grep -q "^resumed $ws" || fail "start did not resume"
 console $ws 'echo "mem=$SLATE_MEM"' | grep -q "^mem=remembered" || fail "resume lost the shell's memory"
 
@@ -108,7 +87,7 @@ kill -9 "$daemon_pid"
 wait "$daemon_pid" 2>/dev/null || true
 daemon_pid=
 [ "$(v domstate slate-$ws)" = running ] || fail "the domain died with slated"
-start_daemon
+start_slated
 grep -q "picked up running domain slate-$ws" "$work/slated.log" || fail "not picked up"
 [ "$(state_of $ws)" = running ] || fail "after restart: $(state_of $ws)"
 # A clean stop (SIGTERM, what systemctl stop and restart send) leaves it running too, and the
@@ -117,7 +96,7 @@ picked=$(grep -c "picked up running domain slate-$ws" "$work/slated.log")
 stop_slated
 grep -q "shutting down" "$work/slated.log" || fail "slated did not stop cleanly"
 [ "$(v domstate slate-$ws)" = running ] || fail "the domain died with a clean stop of slated"
-start_daemon
+start_slated
 [ "$(grep -c "picked up running domain slate-$ws" "$work/slated.log")" -gt "$picked" ] ||
     fail "not picked up after a clean restart"
 [ "$(state_of $ws)" = running ] || fail "after a clean restart: $(state_of $ws)"
@@ -149,7 +128,7 @@ s start $ws >/dev/null
 stop_slated
 mark_compromised "$ws"
 v suspend slate-$ws >/dev/null
-start_daemon
+start_slated
 [ "$(state_of $ws)" = compromised ] || fail "a paused, quarantined workspace says $(state_of $ws)"
 t0=$SECONDS
 s stop $ws >/dev/null 2>"$work/err" || fail "stop of a quarantined workspace: $(cat "$work/err")"
@@ -157,12 +136,12 @@ s stop $ws >/dev/null 2>"$work/err" || fail "stop of a quarantined workspace: $(
 log "stop of a paused, quarantined guest: $((SECONDS - t0)) s"
 v domstate slate-$ws >/dev/null 2>&1 && fail "the quarantined domain is still there after stop"
 [ "$(state_of $ws)" = compromised ] || fail "a stopped, quarantined workspace says $(state_of $ws)"
-expect_fail "slate wipe $ws" s start $ws
+expect_fail 1 "slate wipe $ws" s start $ws
 v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace got a domain"
 # Half a wipe is not enough: the home alone (the disk is still the one that leaked), then the disk
 # alone (the home is still there)...
 s wipe-home $ws --yes >/dev/null
-expect_fail "slate wipe $ws" s start $ws
+expect_fail 1 "slate wipe $ws" s start $ws
 v domstate slate-$ws >/dev/null 2>&1 && fail "a compromised workspace with only its home wiped got a domain"
 python3 - "$state/workspaces/$ws/workspace.json" <<'PY'
 import json, sys
@@ -178,9 +157,9 @@ grep -q "^leak: .*wiped since" "$work/out" || fail "describe does not say the le
 s create "$ws-h" --home-size 1G >/dev/null
 stop_slated
 mark_compromised "$ws-h"
-start_daemon
+start_slated
 s reset "$ws-h" --yes >/dev/null
-expect_fail "slate wipe $ws-h" s start "$ws-h"
+expect_fail 1 "slate wipe $ws-h" s start "$ws-h"
 v domstate "slate-$ws-h" >/dev/null 2>&1 && fail "a compromised workspace with only its disk reset got a domain"
 s rm "$ws-h" --yes >/dev/null
 # ...and the whole wipe (disk and home) is.
@@ -191,7 +170,7 @@ s stop $ws --force >/dev/null
 # Base drift: a replaced image makes start ask for --reset-to-base or --as-is.
 s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
     --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" --replace >/dev/null
-expect_fail "reset-to-base.*as-is" s start $ws
+expect_fail 1 "reset-to-base.*as-is" s start $ws
 s start $ws --as-is >/dev/null 2>&1 || fail "start --as-is"
 s stop $ws --force >/dev/null
 s rm $ws --yes >/dev/null

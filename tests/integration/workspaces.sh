@@ -11,13 +11,9 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 
-slated=$top_builddir/slated
-slate=$top_builddir/slate
-work=$test_tmpdir
 # A user other than root, for names and owners (doc/workspace.md, "Workspace names").
 tuser=slt-w$$
 add_test_user "$tuser"
-daemon_pid=
 on_exit stop_slated
 
 start_daemon() { # state-dir [NAME=VALUE...]
@@ -27,9 +23,6 @@ start_daemon() { # state-dir [NAME=VALUE...]
 }
 qemu_as=$(qemu_user)
 destroy_quietly() { virsh -q -c "$SLATE_TEST_URI" destroy "$1" >/dev/null 2>&1 || true; }
-jget() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d = d[int(k)] if isinstance(d, list) else d[k]
-print(d if not isinstance(d, bool) else str(d).lower())' "$1"; }
 
 exercise_backend() { # state-dir expected-kind
     local state=$1 kind=$2 json
