@@ -45,6 +45,9 @@ unit_tests += tests/unit/security-tests.test
 EXTRA_DIST += tests/unit/security-tests.test
 unit_tests += tests/unit/include-graph.test
 EXTRA_DIST += tests/unit/include-graph.test
+# The integration tests' own helpers (tests/integration/lib.sh): each fails when it should.
+unit_tests += tests/unit/integration-lib.test
+EXTRA_DIST += tests/unit/integration-lib.test
 unit_tests += tests/unit/test-size
 check_PROGRAMS += tests/unit/test-size
 tests_unit_test_size_SOURCES = tests/unit/test-size.c
