@@ -249,6 +249,26 @@ wait_file() {
     fail "$file did not appear within 10 s"
 }
 
+# make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
+# server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
+# subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying
+# what openssl said.
+make_test_certs() {
+    local dir=$1 ca=$2 name=$3 san=$4
+    command -v openssl >/dev/null || skip "openssl not found (apt-get install openssl)"
+    {
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -keyout "$dir/ca.key" -out "$dir/ca.pem" -subj "/CN=$ca" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" &&
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/srv.key" \
+                -out "$dir/srv.csr" -subj "/CN=$name" &&
+            printf 'subjectAltName=%s\nbasicConstraints=CA:false\nextendedKeyUsage=serverAuth\n' \
+                "$san" >"$dir/srv.ext" &&
+            openssl x509 -req -in "$dir/srv.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+                -CAcreateserial -out "$dir/srv.pem" -days 2 -extfile "$dir/srv.ext"
+    } >"$dir/certs.log" 2>&1 || fail "making test certificates in $dir: $(tail -n 5 "$dir/certs.log")"
+}
+
 # ---- JSON, exit statuses, libvirt domains ----
 
 # jget PATH: print the value at PATH in the JSON document on stdin. PATH is keys and list

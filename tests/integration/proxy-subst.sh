@@ -26,15 +26,7 @@ peer=$top_srcdir/tests/integration/proxy-peer.py
 raw=$top_srcdir/tests/integration/proxy-raw.py
 w=$test_tmpdir
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/ca.key" \
-    -out "$w/ca.pem" -days 2 -subj "/CN=slate subst test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/srv.key" \
-    -out "$w/srv.csr" -subj "/CN=api.bound.test" 2>/dev/null
-printf 'subjectAltName=DNS:api.bound.test,DNS:evil.test\nextendedKeyUsage=serverAuth\n' \
-    >"$w/ext.cnf"
-openssl x509 -req -in "$w/srv.csr" -CA "$w/ca.pem" -CAkey "$w/ca.key" -CAcreateserial \
-    -out "$w/srv.pem" -days 2 -extfile "$w/ext.cnf" 2>/dev/null
+make_test_certs "$w" "slate subst test CA" api.bound.test DNS:api.bound.test,DNS:evil.test
 
 pids=()
 on_exit stop_bg pids

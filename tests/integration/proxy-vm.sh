@@ -31,14 +31,7 @@ on_exit stop_slated
 on_exit stop_bg peer_pid tls_pid
 
 # A test CA and a certificate for the TLS server the guest reaches through the interception.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" \
-    -out "$work/ca.pem" -days 2 -subj "/CN=slate proxy-vm test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/srv.key" \
-    -out "$work/srv.csr" -subj "/CN=api.bound.test" 2>/dev/null
-printf 'subjectAltName=DNS:api.bound.test,DNS:evil.test\nextendedKeyUsage=serverAuth\n' >"$work/ext.cnf"
-openssl x509 -req -in "$work/srv.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-    -out "$work/srv.pem" -days 2 -extfile "$work/ext.cnf" 2>/dev/null
+make_test_certs "$work" "slate proxy-vm test CA" api.bound.test DNS:api.bound.test,DNS:evil.test
 "$py" "$peer" http --port-file "$work/peer.port" --log "$work/peer.log" \
     --headers-log "$work/peer.headers" &
 peer_pid=$!

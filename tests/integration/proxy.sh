@@ -31,16 +31,9 @@ raw=$top_srcdir/tests/integration/proxy-raw.py
 w=$test_tmpdir
 
 # A test CA and one server certificate for every name the tests use.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/ca.key" \
-    -out "$w/ca.pem" -days 2 -subj "/CN=slate proxy test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/srv.key" \
-    -out "$w/srv.csr" -subj "/CN=api.bound.test" 2>/dev/null
 names="api.bound.test sub.api.bound.test evil.test evil-api.bound.test api.bound.test.evil.test"
 san=$(for n in $names; do printf 'DNS:%s,' "$n"; done)
-printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "${san%,}" >"$w/ext.cnf"
-openssl x509 -req -in "$w/srv.csr" -CA "$w/ca.pem" -CAkey "$w/ca.key" -CAcreateserial \
-    -out "$w/srv.pem" -days 2 -extfile "$w/ext.cnf" 2>/dev/null
+make_test_certs "$w" "slate proxy test CA" api.bound.test "${san%,}"
 
 pids=()
 on_exit stop_bg pids

@@ -42,14 +42,8 @@ on_exit stop_slated
 
 # A test CA and the server's certificate (for the proxy's upstream check, and for the replays
 # straight to 127.0.0.1).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/ca.key" \
-    -out "$work/ca.pem" -days 1 -subj "/CN=slate sigv4-guest test CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/srv.key" \
-    -out "$work/srv.csr" -subj "/CN=s3.amazonaws.com" 2>/dev/null
-printf 'subjectAltName=DNS:s3.amazonaws.com,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$work/ext.cnf"
-openssl x509 -req -in "$work/srv.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-    -out "$work/srv.pem" -days 1 -extfile "$work/ext.cnf" 2>/dev/null
+make_test_certs "$work" "slate sigv4-guest test CA" s3.amazonaws.com \
+    DNS:s3.amazonaws.com,IP:127.0.0.1
 
 # Real credentials made up for this run: only the server and slated see them.
 rnd() { "$py" -c 'import secrets, sys; print("".join(secrets.choice(sys.argv[1]) for _ in range(int(sys.argv[2]))))' "$@"; }

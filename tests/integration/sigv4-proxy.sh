@@ -35,15 +35,8 @@ s3server=$top_srcdir/tests/integration/s3server.py
 d=$test_tmpdir
 
 # A test CA, and the server's certificate for every name it is reached by.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
-    -keyout "$d/ca.key" -out "$d/ca.pem" -subj /CN=slate-sigv4-proxy-test-ca \
-    -addext basicConstraints=critical,CA:true -addext keyUsage=critical,keyCertSign 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/srv.key" \
-    -out "$d/srv.csr" -subj /CN=s3.amazonaws.com 2>/dev/null
-printf 'subjectAltName=DNS:s3.amazonaws.com,DNS:unbound.test,DNS:abc123.execute-api.us-east-1.amazonaws.com,IP:127.0.0.1\nbasicConstraints=CA:false\nextendedKeyUsage=serverAuth\n' \
-    >"$d/ext.cnf"
-openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
-    -out "$d/srv.pem" -days 1 -extfile "$d/ext.cnf" 2>/dev/null
+make_test_certs "$d" slate-sigv4-proxy-test-ca s3.amazonaws.com \
+    DNS:s3.amazonaws.com,DNS:unbound.test,DNS:abc123.execute-api.us-east-1.amazonaws.com,IP:127.0.0.1
 
 # Real credentials made up for this run: only the server and the proxy see them.
 rnd() { "$py" -c 'import secrets, sys; print("".join(secrets.choice(sys.argv[1]) for _ in range(int(sys.argv[2]))))' "$@"; }

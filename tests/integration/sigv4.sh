@@ -28,15 +28,7 @@ s3server=$top_srcdir/tests/integration/s3server.py
 d=$test_tmpdir
 
 # A test CA and a certificate for 127.0.0.1, made for this run only.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
-    -keyout "$d/ca.key" -out "$d/ca.pem" -subj /CN=slate-sigv4-test-ca \
-    -addext basicConstraints=critical,CA:true -addext keyUsage=critical,keyCertSign 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$d/srv.key" \
-    -out "$d/srv.csr" -subj /CN=127.0.0.1 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:false\nextendedKeyUsage=serverAuth\n' \
-    >"$d/ext.cnf"
-openssl x509 -req -in "$d/srv.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
-    -out "$d/srv.pem" -days 1 -extfile "$d/ext.cnf" 2>/dev/null
+make_test_certs "$d" slate-sigv4-test-ca 127.0.0.1 IP:127.0.0.1
 
 # Credentials made up for this run: the real ones only the server and the re-signer see, the
 # placeholders shaped like slate's (secrets/placeholder.h).
