@@ -86,8 +86,7 @@ unmark_compromised() {
 mnt=$(make_loop_fs btrfs hang 3G)
 state=$mnt/state
 start_daemon
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
 s start $ws >/dev/null 2>"$work/start.err" || fail "start: $(cat "$work/start.err")"
 

@@ -30,8 +30,7 @@ on_exit stop_slated
 mnt=$(make_loop_fs btrfs exec 3G)
 state=$mnt/state
 start_slated
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 mkdir -p "$work/ro/src" "$work/rw/src"
 echo original >"$work/ro/src/file"
 # virtiofs passes uids through: the workspace user (1000) writes as 1000 on the host.

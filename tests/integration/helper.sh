@@ -73,8 +73,7 @@ findmnt -n -o OPTIONS "$state/pool" | grep -q user_subvol_rm_allowed ||
     fail "the pool is not mounted with user_subvol_rm_allowed: $(findmnt -n -o OPTIONS "$state/pool")"
 
 # A workspace on it: create, start, stop, delete.
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create "$ws" --memory 512 --cpus 1 --home-size 1G >/dev/null
 wsdir=$(find "$state/pool/workspaces" -mindepth 1 -maxdepth 1 -name "*$ws*" | head -1)
 [ -n "$wsdir" ] || wsdir=$state/pool/workspaces/$ws

@@ -372,3 +372,12 @@ stop_slated() { stop_bg daemon_pid; }
 
 # s ARG...: the slate client on that slated's socket.
 s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
+
+# import_test_image [ARG...]: import the test image (ensure_test_image) into that slated as the
+# image "test", booting its kernel and initramfs with the serial console; ARGs go to
+# `slate image import` (--replace).
+# shellcheck disable=SC2154 # test_image_dir: ensure_test_image sets it
+import_test_image() {
+    s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
+        --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" "$@" >/dev/null
+}

@@ -55,8 +55,7 @@ gx() { timeout -k 5 60 "$slate" --socket "$work/run/slated.sock" exec "$ws" -- "
 mnt=$(make_loop_fs btrfs proxyvm 3G)
 state=$mnt/state
 start_daemon
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
 real=real-proxy-secret-$$-0123456789
 # --allow-plain-http: the first requests below go over plain http:// (without it they are

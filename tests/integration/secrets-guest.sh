@@ -40,8 +40,7 @@ no_real_value() {
 mnt=$(make_loop_fs btrfs secretsg 3G)
 state=$mnt/state
 start_slated
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create "$ws" --home-size 64M >/dev/null
 
 # set KIND KEY VALUE ARGS...: stores a secret, prints its placeholders (one per line).

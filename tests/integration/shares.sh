@@ -24,8 +24,7 @@ ouid=$(id -u "$owner")
 mnt=$(make_loop_fs btrfs shares 3G)
 state=$mnt/state
 start_slated
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 cleanup_ws() {
     s stop --force $ws >/dev/null 2>&1 || true
     s rm --yes $ws >/dev/null 2>&1 || true

@@ -75,8 +75,7 @@ gxi() { timeout -k 5 120 "$slate" --socket "$work/run/slated.sock" exec -i "$ws"
 mnt=$(make_loop_fs btrfs sigv4guest 3G)
 state=$mnt/state
 start_daemon
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create $ws --memory 512 --cpus 1 --home-size 256M >/dev/null
 printf '%s %s %s\n' "$REAL_ID" "$REAL_SECRET" "$REAL_TOKEN" |
     s secret set $ws AWS --kind aws --host amazonaws.com --file '~/.aws/credentials' --json \

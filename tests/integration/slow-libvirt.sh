@@ -45,8 +45,7 @@ grep -q ready "$work/proxy.log" || fail "slow-libvirt.py did not start: $(cat "$
 mnt=$(make_loop_fs btrfs slow 2G)
 state=$mnt/state
 start_slated SLATED_IDLE_TIMEOUT_S=6 -- --libvirt-uri "qemu+unix:///system?socket=$work/libvirt.sock"
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create "$ws1" --memory 256 --cpus 1 --home-size 256M >/dev/null
 s create "$ws2" --memory 256 --cpus 1 --home-size 256M >/dev/null
 s create "$ws3" --memory 256 --cpus 1 --home-size 256M >/dev/null

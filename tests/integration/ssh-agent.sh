@@ -44,8 +44,7 @@ SSH_AUTH_SOCK=$work/user.sock ssh-add -q "$work/userkey"
 mnt=$(make_loop_fs btrfs sshagent 3G)
 state=$mnt/state
 start_daemon
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 wsdir=$state/workspaces/$ws
 
 log "create --generate-ssh-key, ssh-key show/generate, describe"

@@ -25,8 +25,7 @@ on_exit stop_slated
 mnt=$(make_loop_fs btrfs vm 2G)
 state=$mnt/state
 start_slated
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+import_test_image
 s create $ws --memory 512 --cpus 1 --home-size 1G >/dev/null
 
 # Start: returns once the guest is ready; virsh sees the domain, slate's metadata, no NIC.
@@ -168,8 +167,7 @@ console $ws 'ls /root/marker' | grep -q "No such file" || fail "start after wipe
 s stop $ws --force >/dev/null
 
 # Base drift: a replaced image makes start ask for --reset-to-base or --as-is.
-s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" --replace >/dev/null
+import_test_image --replace
 expect_fail 1 "reset-to-base.*as-is" s start $ws
 s start $ws --as-is >/dev/null 2>&1 || fail "start --as-is"
 s stop $ws --force >/dev/null

@@ -32,8 +32,7 @@ exercise_backend() { # state-dir expected-kind
         fail "doctor does not report storage $kind"
 
     # Import (root only) and list.
-    s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
-        --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+    import_test_image
     [ "$(s image ls --json | jget images.0.local)" = true ] || fail "imported image not local"
     expect_fail 1 "installed already" s image import test "$test_image_dir/disk.img"
 
