@@ -1,6 +1,6 @@
 # workspace/: layout, create/reset/wipe-home/delete, checkpoints, MAC registry, state.
 src_libslate_libslate_la_SOURCES += \
-	src/libslate/workspace/workspace.h \
+	src/libslate/workspace/workspace.h src/libslate/workspace/layout.h \
 	src/libslate/workspace/internal.h \
 	src/libslate/workspace/workspace.c \
 	src/libslate/workspace/state.c \
