@@ -143,19 +143,6 @@ struct start_io {
 	bool booted; /* this start defined and booted the domain */
 };
 
-_printf_(3, 4) static int start_fail(struct start_io *s, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (s->err) {
-		s->err->code = code;
-		va_start(ap, fmt);
-		(void)vsnprintf(s->err->msg, sizeof(s->err->msg), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static void start_progress(const char *step, const char *detail, void *userdata)
 {
 	struct start_io *s = userdata;
@@ -234,15 +221,16 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
-		return start_fail(s, r, "start %s: cannot lock: %s", name, slate_strerror(r));
+		return slate_error_set(s->err, r, "start %s: cannot lock: %s", name,
+		                       slate_strerror(r));
 	r = workspace_load(d->workspaces, name, &w);
 	if (r < 0)
-		return start_fail(s, r, "start %s: %s", name,
-		                  r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
+		return slate_error_set(s->err, r, "start %s: %s", name,
+		                       r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
 	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
 	if (workspace_quarantined(w))
-		return start_fail(
-		        s, SLATE_ERR_COMPROMISED,
+		return slate_error_set(
+		        s->err, SLATE_ERR_COMPROMISED,
 		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
 		        "start until its disk and home are wiped: 'slate wipe %s' (or 'slate "
 		        "reset' "
@@ -252,18 +240,19 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		        name);
 	r = vm_connect(d->libvirt_uri, &conn);
 	if (r < 0)
-		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot connect to %s: %s", name,
-		                  d->libvirt_uri, vm_last_error());
+		return slate_error_set(s->err, SLATE_ERR_LIBVIRT,
+		                       "start %s: cannot connect to %s: %s", name, d->libvirt_uri,
+		                       vm_last_error());
 	r = vm_workspace_state(conn, name, &state);
 	if (r < 0)
-		return start_fail(s, SLATE_ERR_LIBVIRT, "start %s: cannot ask libvirt: %s", name,
-		                  vm_last_error());
+		return slate_error_set(s->err, SLATE_ERR_LIBVIRT,
+		                       "start %s: cannot ask libvirt: %s", name, vm_last_error());
 
 	r = image_store_get(d->storage, w->image_id, &img);
 	if (r < 0)
-		return start_fail(s, r,
-		                  "start %s: image '%s' is not installed ('slate image ls'): %s",
-		                  name, w->image_id, slate_strerror(r));
+		return slate_error_set(
+		        s->err, r, "start %s: image '%s' is not installed ('slate image ls'): %s",
+		        name, w->image_id, slate_strerror(r));
 	drift = w->disk_present && img->version != w->base_version;
 	if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) {
 		if (drift && op->reset_to_base) {
@@ -271,11 +260,11 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 			               "discarding disk.img for a fresh clone of the base", s);
 			r = workspace_reset(d->workspaces, name);
 			if (r < 0)
-				return start_fail(s, r, "start %s: reset: %s", name,
-				                  slate_strerror(r));
+				return slate_error_set(s->err, r, "start %s: reset: %s", name,
+				                       slate_strerror(r));
 		} else if (drift && !op->as_is) {
-			return start_fail(
-			        s, SLATE_ERR_BASE_DRIFT,
+			return slate_error_set(
+			        s->err, SLATE_ERR_BASE_DRIFT,
 			        "workspace '%s' was cloned from version %lld of image '%s', which "
 			        "is "
 			        "now at version %lld: start it with --reset-to-base (a fresh "
@@ -296,20 +285,20 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		start_progress("preparing", "disk.img and home.img", s);
 		r = workspace_prepare(d->workspaces, name);
 		if (r < 0)
-			return start_fail(s, r, "start %s: preparing its disks: %s", name,
-			                  slate_strerror(r));
+			return slate_error_set(s->err, r, "start %s: preparing its disks: %s", name,
+			                       slate_strerror(r));
 		workspace_free(TAKE_PTR(w));
 		r = workspace_load(d->workspaces, name, &w);
 		if (r < 0)
-			return start_fail(s, r, "start %s: %s", name, slate_strerror(r));
+			return slate_error_set(s->err, r, "start %s: %s", name, slate_strerror(r));
 		if (was_compromised && !w->compromised)
 			log_ws(LOG_NOTICE, name,
 			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
 			       "allowed to start again",
 			       name, compromised_host[0] ? compromised_host : "?");
 	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
-		return start_fail(
-		        s, -EBUSY,
+		return slate_error_set(
+		        s->err, -EBUSY,
 		        "start %s: it is suspended with memory that uses its current disk; "
 		        "'slate stop --force %s' discards that first",
 		        name, name);
@@ -317,17 +306,18 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 
 	r = vm_template_load(NULL, &template, &origin);
 	if (r < 0)
-		return start_fail(s, r,
-		                  "start %s: cannot read the domain template %s/libvirt-xml/"
-		                  "domain.xml: %s",
-		                  name, SLATE_SYSCONF_DIR, slate_strerror(r));
+		return slate_error_set(s->err, r,
+		                       "start %s: cannot read the domain template %s/libvirt-xml/"
+		                       "domain.xml: %s",
+		                       name, SLATE_SYSCONF_DIR, slate_strerror(r));
 	(void)vm_domain_name(name, domain, sizeof(domain));
 	p.ws_dir = workspace_dir_path(d->workspaces, name);
 	r = daemon_runtime_dir(d, name, &p.run_dir);
 	if (r < 0 || !p.ws_dir) {
 		boot_paths_free(&p);
-		return start_fail(s, r < 0 ? r : -ENOMEM, "start %s: runtime directory: %s", name,
-		                  slate_strerror(r < 0 ? r : -ENOMEM));
+		return slate_error_set(s->err, r < 0 ? r : -ENOMEM,
+		                       "start %s: runtime directory: %s", name,
+		                       slate_strerror(r < 0 ? r : -ENOMEM));
 	}
 	r = fs_make_traversable(storage_state_path(d->storage), p.ws_dir);
 	if (r < 0)
@@ -341,7 +331,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	if (r > 0) {
 		boot_paths_free(&p);
 		log_ws(LOG_WARNING, name, "start %s: %s", name, errbuf);
-		return start_fail(s, -EACCES, "start %s: %s", name, errbuf);
+		return slate_error_set(s->err, -EACCES, "start %s: %s", name, errbuf);
 	}
 	errbuf[0] = '\0';
 	p.disk = fs_path_join(p.ws_dir, "disk.img");
@@ -383,8 +373,8 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 			shares_release(d, name);
 			boot_paths_free(&p);
 			log_ws(LOG_WARNING, name, "start %s refused: %s", name, errbuf);
-			return start_fail(
-			        s,
+			return slate_error_set(
+			        s->err,
 			        r == -ELOOP || r == -EPERM || r == -ENOTDIR || r == -ENOENT
 			                ? SLATE_ERR_SHARE
 			                : r,
@@ -429,7 +419,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		}
 		explain_denied(d, errbuf, sizeof(errbuf));
 		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
-		return start_fail(s, r, "start %s: %s", name, errbuf);
+		return slate_error_set(s->err, r, "start %s: %s", name, errbuf);
 	}
 	s->booted = !br.already_running && !br.resumed;
 	w->last_used = time(NULL);
@@ -450,26 +440,28 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	if (r < 0) {
 		free(cp.note);
 		log_ws(LOG_WARNING, name, "terminal proof of %s failed: %s", name, errbuf);
-		return start_fail(s, r,
-		                  "start %s: the guest booted but its terminal proof failed: %s; "
-		                  "it still runs: 'slate console %s' to look, 'slate stop --force "
-		                  "%s' to stop it",
-		                  name, errbuf, name, name);
+		return slate_error_set(
+		        s->err, r,
+		        "start %s: the guest booted but its terminal proof failed: %s; "
+		        "it still runs: 'slate console %s' to look, 'slate stop --force "
+		        "%s' to stop it",
+		        name, errbuf, name, name);
 	}
 	proof_s = now_s() - t0;
 	if (w->n_shares > 0 && !br.resumed && !br.already_running) {
 		start_progress("sharing", "mounting the shared host folders", s);
 		r = shares_mount(d, w, errbuf, sizeof(errbuf));
 		if (r < 0)
-			return start_fail(s, r, "start %s: mounting its shares in the guest: %s",
-			                  name, errbuf);
+			return slate_error_set(s->err, r,
+			                       "start %s: mounting its shares in the guest: %s",
+			                       name, errbuf);
 	}
 	if (!br.resumed && !br.already_running) {
 		start_progress("provisioning", "placeholders and the egress CA", s);
 		r = daemon_provision(d, w, errbuf, sizeof(errbuf));
 		if (r < 0)
-			return start_fail(s, r, "start %s: provisioning the guest: %s", name,
-			                  errbuf);
+			return slate_error_set(s->err, r, "start %s: provisioning the guest: %s",
+			                       name, errbuf);
 		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
 		if (r < 0)
 			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
