@@ -56,6 +56,8 @@ static void on_signal(int sig)
 struct session {
 	const char *what;
 	int sock;
+	int in_fd, out_fd, err_fd; /* the command's stdin (-1: none), stdout and stderr here */
+	bool command_ended;        /* status is the command's own (EX_EXIT), not slate's */
 	bool tty, stdin_open, progress;
 	uint8_t *out; /* records to slated */
 	size_t out_len;
@@ -99,9 +101,9 @@ static int handle_record(struct session *s, const struct ex_record *r)
 	case EX_STARTED:
 		return 0;
 	case EX_STDOUT:
-		return fs_write_all(STDOUT_FILENO, r->payload, r->len) < 0 ? -errno : 0;
+		return fs_write_all(s->out_fd, r->payload, r->len) < 0 ? -errno : 0;
 	case EX_STDERR:
-		return fs_write_all(STDERR_FILENO, r->payload, r->len) < 0 ? -errno : 0;
+		return fs_write_all(s->err_fd, r->payload, r->len) < 0 ? -errno : 0;
 	case EX_PROGRESS:
 		if (s->progress)
 			fprintf(stderr, "slate: %.*s\n", (int)r->len, (const char *)r->payload);
@@ -109,6 +111,7 @@ static int handle_record(struct session *s, const struct ex_record *r)
 	case EX_EXIT: {
 		uint32_t v = ch_get_u32(r->payload + 1);
 		s->status = r->payload[0] == 0 ? (int)(v & 0xff) : 128 + (int)(v & 0x7f);
+		s->command_ended = true;
 		s->done = true;
 		return 0;
 	}
@@ -227,7 +230,7 @@ static int session_loop(struct session *s)
 		p[n++] = (struct pollfd){.fd = s->sock,
 		                         .events = (short)(POLLIN | (s->out_len ? POLLOUT : 0))};
 		p[n++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
-		p[n++] = (struct pollfd){.fd = want_stdin ? STDIN_FILENO : -1, .events = POLLIN};
+		p[n++] = (struct pollfd){.fd = want_stdin ? s->in_fd : -1, .events = POLLIN};
 		if (poll(p, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -255,7 +258,7 @@ static int session_loop(struct session *s)
 		}
 		if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
 			uint8_t buf[65536];
-			ssize_t k = read(STDIN_FILENO, buf, sizeof(buf));
+			ssize_t k = read(s->in_fd, buf, sizeof(buf));
 			if (k > 0)
 				(void)queue(s, EX_STDIN, buf, (uint32_t)k);
 			else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
@@ -298,17 +301,11 @@ static int session_loop(struct session *s)
 	return s->status;
 }
 
-struct exec_opts {
-	bool interactive, tty, login;
-	uint32_t timeout_s;
-	const char *user, *workdir;
-	char **argv;
-	int argc;
-};
-
-/* Connects, sends the REQUEST and runs the session. */
-static int exec_session(struct slate_ctx *ctx, const char *what, const char *path,
-                        struct json_object *body, const struct exec_opts *o)
+/* Connects, sends the REQUEST and runs the session, the command's stdin read from in_fd (when
+ * o->interactive), its stdout and stderr written to out_fd and err_fd. */
+static int exec_session_fds(struct slate_ctx *ctx, const char *what, const char *path,
+                            struct json_object *body, const struct exec_opts *o, int in_fd,
+                            int out_fd, int err_fd, bool *ret_ended)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_free_ uint8_t *out = malloc(OUT_CAP), *in = malloc(IN_CAP);
@@ -350,6 +347,9 @@ static int exec_session(struct slate_ctx *ctx, const char *what, const char *pat
 		                         what, EX_MAX_REQUEST);
 
 	struct session s = {.what = what,
+	                    .in_fd = in_fd,
+	                    .out_fd = out_fd,
+	                    .err_fd = err_fd,
 	                    .tty = o->tty,
 	                    .stdin_open = o->interactive,
 	                    .progress = isatty(STDERR_FILENO) == 1,
@@ -381,7 +381,28 @@ static int exec_session(struct slate_ctx *ctx, const char *what, const char *pat
 	else
 		status = session_loop(&s);
 	curl_easy_cleanup(curl);
+	if (ret_ended)
+		*ret_ended = s.command_ended;
 	return status;
+}
+
+static int exec_session(struct slate_ctx *ctx, const char *what, const char *path,
+                        struct json_object *body, const struct exec_opts *o)
+{
+	return exec_session_fds(ctx, what, path, body, o, STDIN_FILENO, STDOUT_FILENO,
+	                        STDERR_FILENO, NULL);
+}
+
+int slate_exec_fds(struct slate_ctx *ctx, const char *what, const char *name,
+                   const struct exec_opts *o, int in_fd, int out_fd, int err_fd, bool *ret_ended)
+{
+	char path[128 + WORKSPACE_NAME_MAX];
+
+	if (workspace_name_check(name) < 0)
+		return slate_usage_error(ctx, "%s: invalid name '%s': %s", what, name,
+		                         WORKSPACE_NAME_RULE);
+	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/exec", name);
+	return exec_session_fds(ctx, what, path, NULL, o, in_fd, out_fd, err_fd, ret_ended);
 }
 
 enum {

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api/client.h"
 #include "util/macro.h"
@@ -84,6 +85,23 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_stop(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_console(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_exec(struct slate_ctx *ctx, int argc, char **argv);
+/* A command run in a workspace's guest, as 'slate exec' runs it. */
+struct exec_opts {
+	bool interactive, tty, login; /* interactive: forward stdin (else it reads end of file) */
+	uint32_t timeout_s;
+	const char *user, *workdir;
+	char **argv;
+	int argc;
+};
+/*
+ * Runs o's command in the running workspace name like 'slate exec', with its stdin read from
+ * in_fd (when o->interactive; EOF there is passed on) and its stdout and stderr written to out_fd
+ * and err_fd. Returns the exit status as 'slate exec' would; *ret_ended (may be NULL) says
+ * whether that is the command's own (it ended: 0-255, 128+N for signal N) rather than slate's
+ * (slated unreachable, the session ended by slated: the reason was printed to stderr).
+ */
+int slate_exec_fds(struct slate_ctx *ctx, const char *what, const char *name,
+                   const struct exec_opts *o, int in_fd, int out_fd, int err_fd, bool *ret_ended);
 int cmd_shell(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_run(struct slate_ctx *ctx, int argc, char **argv);
 /* sshkey.c: slate ssh-key generate|show|import. */
