@@ -101,9 +101,18 @@ static int handle_record(struct session *s, const struct ex_record *r)
 	case EX_STARTED:
 		return 0;
 	case EX_STDOUT:
-		return fs_write_all(s->out_fd, r->payload, r->len) < 0 ? -errno : 0;
 	case EX_STDERR:
-		return fs_write_all(s->err_fd, r->payload, r->len) < 0 ? -errno : 0;
+		if (fs_write_all(r->type == EX_STDOUT ? s->out_fd : s->err_fd, r->payload, r->len) <
+		    0) {
+			/* Whoever reads the output is gone (a closed pipe, a full disk): the
+			 * session ends, and the guest hangs up on the command. */
+			restore_tty();
+			fprintf(stderr, "slate: %s: writing the command's %s: %s\n", s->what,
+			        r->type == EX_STDOUT ? "output" : "errors", strerror(errno));
+			s->status = EXIT_FAILED;
+			s->done = true;
+		}
+		return 0;
 	case EX_PROGRESS:
 		if (s->progress)
 			fprintf(stderr, "slate: %.*s\n", (int)r->len, (const char *)r->payload);

@@ -104,6 +104,8 @@ int slate_exec_fds(struct slate_ctx *ctx, const char *what, const char *name,
                    const struct exec_opts *o, int in_fd, int out_fd, int err_fd, bool *ret_ended);
 int cmd_shell(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_run(struct slate_ctx *ctx, int argc, char **argv);
+/* cp.c: slate cp SRC DEST, between the host and a running workspace. */
+int cmd_cp(struct slate_ctx *ctx, int argc, char **argv);
 /* sshkey.c: slate ssh-key generate|show|import. */
 int cmd_ssh_key(struct slate_ctx *ctx, int argc, char **argv);
 /* secret.c: slate secret set|ls|rm. */
