@@ -41,4 +41,6 @@ struct daemon_ctx {
 	 * (helper/client.h); NULL when none could be started (helper_error says why). */
 	struct helper *helper;
 	const char *helper_error;
+	/* Per-host limits on running workspaces (daemon/limits.h); NULL: none. */
+	struct daemon_limits *limits;
 };

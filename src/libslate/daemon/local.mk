@@ -10,7 +10,8 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/egress.c src/libslate/daemon/egress.h \
 	src/libslate/daemon/create.c src/libslate/daemon/create.h \
 	src/libslate/daemon/run.c src/libslate/daemon/run.h \
-	src/libslate/daemon/verbs.c src/libslate/daemon/verbs.h
+	src/libslate/daemon/verbs.c src/libslate/daemon/verbs.h \
+	src/libslate/daemon/limits.c src/libslate/daemon/limits.h
 
 # The operations on a real store (qcow2 mode in a temporary directory), the refusals that come
 # before libvirt, and the API's error table; what needs a domain is tests/integration's.
@@ -19,3 +20,9 @@ check_PROGRAMS += tests/unit/test-daemon
 tests_unit_test_daemon_SOURCES = tests/unit/test-daemon.c
 tests_unit_test_daemon_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_daemon_LDADD = $(UNIT_LDADD)
+
+unit_tests += tests/unit/test-limits
+check_PROGRAMS += tests/unit/test-limits
+tests_unit_test_limits_SOURCES = tests/unit/test-limits.c
+tests_unit_test_limits_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_limits_LDADD = $(UNIT_LDADD)

@@ -207,12 +207,16 @@ int vm_domain_forget(const char *uri, const char *workspace, bool even_suspended
 	return 1;
 }
 
-int vm_domains_using(const char *uri, const char *dir, char *first, size_t first_len)
+/* Calls fn for each active domain whose live XML names a path below dir (or that cannot be
+ * described: it may use anything). Returns the count, or a negative error. */
+static int domains_below(const char *uri, const char *dir,
+                         void (*fn)(virDomainPtr dom, unsigned i, void *userdata), void *userdata)
 {
 	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
 	virDomainPtr *doms = NULL;
 	char prefix[4096];
-	int n, r, count = 0;
+	int n, r;
+	unsigned count = 0;
 
 	r = snprintf(prefix, sizeof(prefix), "%s/", dir);
 	if (r < 0 || (size_t)r >= sizeof(prefix))
@@ -226,14 +230,53 @@ int vm_domains_using(const char *uri, const char *dir, char *first, size_t first
 	for (int i = 0; i < n; i++) {
 		char *xml = virDomainGetXMLDesc(doms[i], 0);
 
-		/* A domain that cannot be described may use anything: count it. */
-		if (!xml || strstr(xml, prefix)) {
-			if (count++ == 0 && first && first_len > 0)
-				(void)snprintf(first, first_len, "%s", virDomainGetName(doms[i]));
-		}
+		if (!xml || strstr(xml, prefix))
+			fn(doms[i], count++, userdata);
 		free(xml);
 		(void)virDomainFree(doms[i]);
 	}
 	free(doms);
-	return count;
+	return (int)count;
+}
+
+struct first_name {
+	char *buf;
+	size_t len;
+};
+
+static void note_first(virDomainPtr dom, unsigned i, void *userdata)
+{
+	struct first_name *f = userdata;
+
+	if (i == 0 && f->buf && f->len > 0)
+		(void)snprintf(f->buf, f->len, "%s", virDomainGetName(dom));
+}
+
+int vm_domains_using(const char *uri, const char *dir, char *first, size_t first_len)
+{
+	struct first_name f = {first, first_len};
+
+	return domains_below(uri, dir, note_first, &f);
+}
+
+static void add_memory(virDomainPtr dom, unsigned i, void *userdata)
+{
+	uint64_t *mib = userdata;
+	unsigned long kib = virDomainGetMaxMemory(dom);
+
+	/* One that cannot say counts as none: the budget is a guard, not an accountant. */
+	if (kib > 0)
+		*mib += (uint64_t)kib / 1024;
+}
+
+int vm_domains_usage(const char *uri, const char *dir, unsigned *ret_count, uint64_t *ret_mib)
+{
+	uint64_t mib = 0;
+	int n = domains_below(uri, dir, add_memory, &mib);
+
+	if (n < 0)
+		return n;
+	*ret_count = (unsigned)n;
+	*ret_mib = mib;
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include <libvirt/libvirt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/macro.h"
 
@@ -62,6 +63,13 @@ int vm_domain_is_active(const char *uri, const char *workspace);
  * negative error when libvirt at uri cannot be asked.
  */
 int vm_domains_using(const char *uri, const char *dir, char *first, size_t first_len);
+
+/*
+ * What the active domains (running or paused) whose live XML names a path below dir use: how
+ * many (*ret_count) and their memory in MiB (*ret_mib). Returns 0, or a negative error when
+ * libvirt at uri cannot be asked.
+ */
+int vm_domains_usage(const char *uri, const char *dir, unsigned *ret_count, uint64_t *ret_mib);
 
 /* Whether the workspace's domain runs under KVM ("kvm") or TCG ("tcg"); -ENOENT when it does
  * not run. */

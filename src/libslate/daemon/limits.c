@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Per-host limits on running workspaces: see limits.h. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/daemon.h"
+#include "daemon/limits.h"
+#include "util/log.h"
+#include "util/size.h"
+#include "vm/domain.h"
+
+#define HOST_RESERVE_MIB 1024 /* what memory-budget = auto leaves the host */
+#define RECHECK_MS 1000       /* a queued start looks again at least this often */
+
+static uint64_t host_memory_mib(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long kib;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+			return kib / 1024;
+	return 0;
+}
+
+static int parse_count(const char *s, unsigned max, unsigned *ret)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > max)
+		return -EINVAL;
+	*ret = (unsigned)v;
+	return 0;
+}
+
+int daemon_limits_init(struct daemon_limits *l, const char *max_running, const char *memory_budget,
+                       const char *when_full, const char *queue_timeout, struct slate_error *err)
+{
+	uint64_t bytes;
+
+	*l = (struct daemon_limits){.queue = true};
+	if (max_running && parse_count(max_running, 100000, &l->max_running) < 0)
+		return slate_error_set(err, -EINVAL, "max-running = %s: a count, 0 for no limit",
+		                       max_running);
+	if (memory_budget && strcmp(memory_budget, "none") == 0)
+		l->memory_budget_mib = 0;
+	else if (memory_budget && strcmp(memory_budget, "auto") != 0) {
+		if (size_parse(memory_budget, &bytes) < 0 || bytes < (64ull << 20))
+			return slate_error_set(
+			        err, -EINVAL,
+			        "memory-budget = %s: a size (at least 64M), auto or none",
+			        memory_budget);
+		l->memory_budget_mib = bytes >> 20;
+	} else {
+		uint64_t host = host_memory_mib();
+		l->memory_budget_mib = host > 2 * HOST_RESERVE_MIB ? host - HOST_RESERVE_MIB : host;
+	}
+	if (when_full && strcmp(when_full, "queue") != 0 && strcmp(when_full, "refuse") != 0)
+		return slate_error_set(err, -EINVAL, "when-full = %s: queue or refuse", when_full);
+	l->queue = !when_full || strcmp(when_full, "queue") == 0;
+	if (queue_timeout && parse_count(queue_timeout, 7 * 24 * 3600, &l->queue_timeout_s) < 0)
+		return slate_error_set(err, -EINVAL, "queue-timeout = %s: seconds, 0 for none",
+		                       queue_timeout);
+	(void)pthread_mutex_init(&l->lock, NULL);
+	{
+		pthread_condattr_t a;
+		(void)pthread_condattr_init(&a);
+		(void)pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		(void)pthread_cond_init(&l->changed, &a);
+		(void)pthread_condattr_destroy(&a);
+	}
+	return 0;
+}
+
+void daemon_limits_done(struct daemon_limits *l)
+{
+	(void)pthread_cond_destroy(&l->changed);
+	(void)pthread_mutex_destroy(&l->lock);
+}
+
+/* Whether one more start of mib fits; when not, why in why. < 0: libvirt cannot be asked. */
+static int fits(struct daemon_ctx *d, uint64_t mib, char *why, size_t len)
+{
+	struct daemon_limits *l = d->limits;
+	unsigned running;
+	uint64_t used;
+	char b1[32], b2[32], b3[32];
+	int r = vm_domains_usage(d->libvirt_uri, d->state_dir, &running, &used);
+
+	if (r < 0)
+		return r;
+	running += l->starting;
+	used += l->starting_mib;
+	if (l->max_running && running + 1 > l->max_running) {
+		(void)snprintf(why, len,
+		               "%u workspace%s run or start, max-running = %u (slate.conf)",
+		               running, running == 1 ? "" : "s", l->max_running);
+		return 0;
+	}
+	if (l->memory_budget_mib && used + mib > l->memory_budget_mib) {
+		(void)snprintf(why, len,
+		               "it needs %s of memory and %s of memory-budget = %s (slate.conf) is "
+		               "taken by %u workspace%s",
+		               size_format(mib << 20, b1, sizeof(b1)),
+		               size_format(used << 20, b2, sizeof(b2)),
+		               size_format(l->memory_budget_mib << 20, b3, sizeof(b3)), running,
+		               running == 1 ? "" : "s");
+		return 0;
+	}
+	return 1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_mib,
+                        vm_progress_fn progress, void *userdata, bool (*gone)(void *userdata),
+                        struct slate_error *err)
+{
+	struct daemon_limits *l = d->limits;
+	char why[512] = "";
+	bool told = false;
+	double t0 = now_s();
+	int r;
+
+	if (!l || (!l->max_running && !l->memory_budget_mib))
+		return 0;
+	if (l->memory_budget_mib && memory_mib > l->memory_budget_mib)
+		return slate_error_set(err, -E2BIG,
+		                       "%s needs %" PRIu64 " MiB of memory, over the whole "
+		                       "memory-budget of %" PRIu64 " MiB (slate.conf)",
+		                       name, memory_mib, l->memory_budget_mib);
+	(void)pthread_mutex_lock(&l->lock);
+	for (;;) {
+		struct timespec until;
+
+		r = fits(d, memory_mib, why, sizeof(why));
+		if (r < 0) {
+			(void)pthread_mutex_unlock(&l->lock);
+			return slate_error_errno(err, r, "counting the running workspaces");
+		}
+		if (r > 0)
+			break;
+		if (!l->queue) {
+			(void)pthread_mutex_unlock(&l->lock);
+			return slate_error_set(err, -EBUSY,
+			                       "no slot for %s: %s; stop a workspace, or set "
+			                       "when-full = queue to wait",
+			                       name, why);
+		}
+		if (!told) {
+			char msg[600];
+			(void)snprintf(msg, sizeof(msg), "waiting for a slot: %s", why);
+			log_notice("%s: %s", name, msg);
+			if (progress)
+				progress("waiting", msg, userdata);
+			told = true;
+		}
+		if (gone && gone(userdata)) {
+			(void)pthread_mutex_unlock(&l->lock);
+			return slate_error_set(err, -ECANCELED,
+			                       "%s: the caller left while it waited "
+			                       "for a slot",
+			                       name);
+		}
+		if (l->queue_timeout_s && now_s() - t0 >= l->queue_timeout_s) {
+			(void)pthread_mutex_unlock(&l->lock);
+			return slate_error_set(err, -ETIMEDOUT,
+			                       "no slot for %s within queue-timeout = %u s: %s",
+			                       name, l->queue_timeout_s, why);
+		}
+		(void)clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += (long)RECHECK_MS * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		(void)pthread_cond_timedwait(&l->changed, &l->lock, &until);
+	}
+	l->starting++;
+	l->starting_mib += memory_mib;
+	(void)pthread_mutex_unlock(&l->lock);
+	if (told)
+		log_notice("%s: got a slot after %.1f s", name, now_s() - t0);
+	return 0;
+}
+
+void daemon_limits_release(struct daemon_ctx *d, uint64_t memory_mib)
+{
+	struct daemon_limits *l = d->limits;
+
+	if (!l || (!l->max_running && !l->memory_budget_mib))
+		return;
+	(void)pthread_mutex_lock(&l->lock);
+	if (l->starting)
+		l->starting--;
+	l->starting_mib = l->starting_mib > memory_mib ? l->starting_mib - memory_mib : 0;
+	(void)pthread_cond_broadcast(&l->changed);
+	(void)pthread_mutex_unlock(&l->lock);
+}
+
+void daemon_limits_changed(struct daemon_ctx *d)
+{
+	struct daemon_limits *l = d->limits;
+
+	if (!l || (!l->max_running && !l->memory_budget_mib))
+		return;
+	(void)pthread_mutex_lock(&l->lock);
+	(void)pthread_cond_broadcast(&l->changed);
+	(void)pthread_mutex_unlock(&l->lock);
+}
