@@ -54,7 +54,7 @@ static struct verdict parse(bool response, const uint8_t *p, size_t len, const u
 {
 	struct verdict v = {0};
 	struct http_reader rd = {0};
-	struct http_error err = {0};
+	unsigned status = 0;
 	struct http_head *h = NULL;
 	struct buf *b = buf_new(HTTP_MAX_HEAD * 2);
 	size_t off = 0, k = 0;
@@ -71,8 +71,8 @@ static struct verdict parse(bool response, const uint8_t *p, size_t len, const u
 		if (buf_put(b, p + off, piece) < 0)
 			break;
 		off += piece;
-		v.r = response ? http_parse_response(&rd, b, "GET", &h, &err)
-		               : http_parse_request(&rd, b, &h, &err);
+		v.r = response ? http_parse_response(&rd, b, "GET", &h, &status, NULL)
+		               : http_parse_request(&rd, b, &h, &status, NULL);
 		if (v.r != 0 || off == len)
 			break;
 	}
@@ -83,7 +83,7 @@ static struct verdict parse(bool response, const uint8_t *p, size_t len, const u
 		v.framing = (int)h->framing;
 		v.content_length = h->content_length;
 	} else if (v.r < 0)
-		v.status = err.status;
+		v.status = status;
 	http_head_free(h);
 	buf_free(b);
 	return v;

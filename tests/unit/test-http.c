@@ -133,8 +133,14 @@ static const struct req_case {
         {"too many empty lines", S("\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), 400},
 };
 
+/* Why a head was refused: the status to answer with and the reason. */
+struct refusal {
+	unsigned status;
+	struct slate_error e;
+};
+
 static int parse_all(const char *data, size_t len, size_t step, struct http_head **ret,
-                     struct http_error *err)
+                     struct refusal *err)
 {
 	struct buf *b = buf_new(HTTP_MAX_HEAD * 2);
 	struct http_reader rd = {0};
@@ -146,7 +152,7 @@ static int parse_all(const char *data, size_t len, size_t step, struct http_head
 		size_t n = step && step < len - off ? step : len - off;
 		assert_int_equal(buf_put(b, data + off, n), 0);
 		off += n;
-		r = http_parse_request(&rd, b, ret, err);
+		r = http_parse_request(&rd, b, ret, &err->status, &err->e);
 		if (r != 0)
 			break;
 	}
@@ -165,20 +171,20 @@ static void test_requests(void **state)
 		/* Whole, and one byte at a time: the same verdict. */
 		for (size_t step = 0; step <= 1; step++) {
 			struct http_head *h = NULL;
-			struct http_error err = {0};
+			struct refusal err = {0};
 			int r = parse_all(c->data, c->len, step, &h, &err);
 			if (c->status) {
 				if (r != SLATE_ERR_INVALID_FORMAT || err.status != c->status)
 					fail_msg("%s (step %zu): r=%d status=%u, want %u", c->name,
 					         step, r, err.status, c->status);
-				if (c->reason && !strstr(err.reason, c->reason))
+				if (c->reason && !strstr(slate_error_text(&err.e), c->reason))
 					fail_msg("%s: refused for '%s', not by the %s check",
-					         c->name, err.reason, c->reason);
+					         c->name, slate_error_text(&err.e), c->reason);
 				assert_null(h);
 			} else {
 				if (r != 1)
 					fail_msg("%s (step %zu): r=%d status=%u (%s)", c->name,
-					         step, r, err.status, err.reason ? err.reason : "");
+					         step, r, err.status, slate_error_text(&err.e));
 				assert_int_equal(h->framing, c->framing);
 				assert_int_equal(h->content_length, c->content_length);
 				assert_int_equal(h->keep_alive, c->keep_alive);
@@ -191,7 +197,7 @@ static void test_requests(void **state)
 static void test_fields(void **state)
 {
 	struct http_head *h = NULL;
-	struct http_error err;
+	struct refusal err;
 	size_t n;
 	(void)state;
 
@@ -229,7 +235,7 @@ static void test_limits(void **state)
 	size_t big = HTTP_MAX_HEAD + 100;
 	char *p = malloc(big);
 	struct http_head *h = NULL;
-	struct http_error err = {0};
+	struct refusal err = {0};
 	int n;
 	(void)state;
 
@@ -313,17 +319,17 @@ static void test_responses(void **state)
 		struct buf *b = buf_from(c->data, c->len);
 		struct buf *w = buf_new(HTTP_MAX_HEAD);
 		struct http_reader rd = {0};
-		struct http_error err = {0};
+		struct refusal err = {0};
 		struct http_head *h = NULL;
 		int r;
 
 		assert_non_null(b);
 		assert_non_null(w);
 		assert_int_equal(buf_put(w, buf_ptr(b), buf_len(b)), 0);
-		r = http_parse_response(&rd, w, c->method, &h, &err);
+		r = http_parse_response(&rd, w, c->method, &h, &err.status, &err.e);
 		if (r != c->r)
 			fail_msg("%s: r=%d, want %d (%s)", c->name, r, c->r,
-			         err.reason ? err.reason : "");
+			         slate_error_text(&err.e));
 		if (r == 1) {
 			assert_int_equal(h->status, c->status);
 			assert_int_equal(h->framing, c->framing);

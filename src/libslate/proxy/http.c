@@ -9,13 +9,12 @@
 #include "util/error.h"
 #include "util/hex.h"
 
-static int fail(struct http_error *err, unsigned status, const char *reason)
+/* Refuses the message: the status to answer with in *ret_status, the reason in err. */
+static int fail(unsigned *ret_status, struct slate_error *err, unsigned status, const char *reason)
 {
-	if (err) {
-		err->status = status;
-		err->reason = reason;
-	}
-	return SLATE_ERR_INVALID_FORMAT;
+	if (ret_status)
+		*ret_status = status;
+	return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s", reason);
 }
 
 bool http_is_tchar(int c)
@@ -50,7 +49,7 @@ void http_head_free(struct http_head *h)
  * head's length (> 0), 0 when incomplete, or an error.
  */
 static int head_scan(struct http_reader *r, const struct buf *in, bool request, size_t *ret_len,
-                     struct http_error *err)
+                     unsigned *ret_status, struct slate_error *err)
 {
 	const uint8_t *p = buf_ptr(in);
 	size_t len = buf_len(in);
@@ -63,23 +62,24 @@ static int head_scan(struct http_reader *r, const struct buf *in, bool request, 
 		uint8_t c = p[i];
 
 		if (i >= HTTP_MAX_HEAD)
-			return fail(err, too_big, "message head too large");
+			return fail(ret_status, err, too_big, "message head too large");
 		if (r->start_line_end == 0 && c != '\r' && c != '\n' && !r->last_cr &&
 		    i - r->line_start >= HTTP_MAX_REQUEST_LINE)
-			return fail(err, too_long_line, "start line too long");
+			return fail(ret_status, err, too_long_line, "start line too long");
 		if (c == 0)
-			return fail(err, bad, "NUL byte in the message head");
+			return fail(ret_status, err, bad, "NUL byte in the message head");
 		if (r->last_cr) {
 			size_t line_len;
 			if (c != '\n')
-				return fail(err, bad, "bare CR in the message head");
+				return fail(ret_status, err, bad, "bare CR in the message head");
 			r->last_cr = false;
 			line_len = i - 1 - r->line_start;
 			if (line_len == 0) {
 				if (r->start_line_end == 0) {
 					/* An empty line before the start line (RFC 9112 2.2). */
 					if (++r->leading > HTTP_MAX_LEADING_CRLF)
-						return fail(err, bad, "too many empty lines");
+						return fail(ret_status, err, bad,
+						            "too many empty lines");
 					r->line_start = i + 1;
 					continue;
 				}
@@ -93,7 +93,8 @@ static int head_scan(struct http_reader *r, const struct buf *in, bool request, 
 			continue;
 		}
 		if (c == '\n')
-			return fail(err, bad, "bare LF in the message head (lines end in CRLF)");
+			return fail(ret_status, err, bad,
+			            "bare LF in the message head (lines end in CRLF)");
 		if (c == '\r')
 			r->last_cr = true;
 	}
@@ -103,8 +104,8 @@ static int head_scan(struct http_reader *r, const struct buf *in, bool request, 
 
 /* Splits the NUL-terminated copy of a head (CRLF line ends guaranteed by head_scan) into its
  * start line and its fields. */
-static int split_fields(struct http_head *h, char *fields_start, unsigned bad,
-                        struct http_error *err)
+static int split_fields(struct http_head *h, char *fields_start, unsigned bad, unsigned *ret_status,
+                        struct slate_error *err)
 {
 	size_t n = 0, cap = 0;
 	char *line = fields_start;
@@ -112,33 +113,36 @@ static int split_fields(struct http_head *h, char *fields_start, unsigned bad,
 	while (*line) {
 		char *eol = strstr(line, "\r\n"), *colon, *v, *end;
 		if (!eol)
-			return fail(err, bad, "malformed field line");
+			return fail(ret_status, err, bad, "malformed field line");
 		if (eol == line)
 			break; /* the empty line that ends the head */
 		*eol = '\0';
 		if (is_ows(*line))
-			return fail(err, bad, "obs-fold (a field line starting with whitespace)");
+			return fail(ret_status, err, bad,
+			            "obs-fold (a field line starting with whitespace)");
 		colon = line;
 		while (*colon && http_is_tchar((unsigned char)*colon))
 			colon++;
 		if (colon == line)
-			return fail(err, bad, "empty or invalid field name");
+			return fail(ret_status, err, bad, "empty or invalid field name");
 		if (*colon != ':')
-			return fail(err, bad,
+			return fail(ret_status, err, bad,
 			            is_ows(*colon) ? "whitespace between a field name and its colon"
 			                           : "invalid character in a field name");
 		*colon = '\0';
 		v = colon + 1;
 		for (char *q = v; *q; q++)
 			if (!is_field_char((unsigned char)*q))
-				return fail(err, bad, "control character in a field value");
+				return fail(ret_status, err, bad,
+				            "control character in a field value");
 		while (is_ows(*v))
 			v++;
 		end = v + strlen(v);
 		while (end > v && is_ows(end[-1]))
 			*--end = '\0';
 		if (n == HTTP_MAX_FIELDS)
-			return fail(err, bad == 400 ? 431 : bad, "too many header fields");
+			return fail(ret_status, err, bad == 400 ? 431 : bad,
+			            "too many header fields");
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			struct http_field *nf;
@@ -274,7 +278,8 @@ static int cl_fn(const char *e, size_t len, void *userdata)
 }
 
 /* Content-Length and Transfer-Encoding into h->framing (RFC 9112 6.3). */
-static int framing(struct http_head *h, const char *request_method, struct http_error *err)
+static int framing(struct http_head *h, const char *request_method, unsigned *ret_status,
+                   struct slate_error *err)
 {
 	struct te_ctx te = {0};
 	struct cl_ctx cl = {0};
@@ -290,13 +295,13 @@ static int framing(struct http_head *h, const char *request_method, struct http_
 			(void)list_walk(h->fields[i].value, cl_fn, &cl);
 	}
 	if (cl.bad)
-		return fail(err, bad, "invalid or conflicting Content-Length");
+		return fail(ret_status, err, bad, "invalid or conflicting Content-Length");
 	if (have_te && te.bad)
-		return fail(err, bad, "invalid Transfer-Encoding");
+		return fail(ret_status, err, bad, "invalid Transfer-Encoding");
 	if (have_te && cl.have)
-		return fail(err, bad, "both Transfer-Encoding and Content-Length");
+		return fail(ret_status, err, bad, "both Transfer-Encoding and Content-Length");
 	if (have_te && h->version_minor == 0)
-		return fail(err, bad, "Transfer-Encoding in an HTTP/1.0 message");
+		return fail(ret_status, err, bad, "Transfer-Encoding in an HTTP/1.0 message");
 
 	if (h->response) {
 		if ((h->status >= 100 && h->status < 200) || h->status == 204 || h->status == 304 ||
@@ -316,9 +321,10 @@ static int framing(struct http_head *h, const char *request_method, struct http_
 	}
 	if (have_te) {
 		if (!te.chunked_last)
-			return fail(err, 400, "chunked is not the final transfer coding");
+			return fail(ret_status, err, 400,
+			            "chunked is not the final transfer coding");
 		if (te.n != 1)
-			return fail(err, 501, "transfer codings other than chunked");
+			return fail(ret_status, err, 501, "transfer codings other than chunked");
 		h->framing = HTTP_BODY_CHUNKED;
 	} else if (cl.have) {
 		h->framing = cl.v > 0 ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
@@ -359,7 +365,8 @@ static int parse_version(const char *p, unsigned *ret_minor)
 }
 
 static int parse_common(struct http_reader *r, struct buf *in, bool request,
-                        const char *request_method, struct http_head **ret, struct http_error *err)
+                        const char *request_method, struct http_head **ret, unsigned *ret_status,
+                        struct slate_error *err)
 {
 	_cleanup_(http_head_freep) struct http_head *h = NULL;
 	size_t head_len = 0, skip;
@@ -367,7 +374,7 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 	char *line, *eol, *sp1, *sp2;
 	int r2, v;
 
-	r2 = head_scan(r, in, request, &head_len, err);
+	r2 = head_scan(r, in, request, &head_len, ret_status, err);
 	if (r2 <= 0)
 		return r2;
 	h = calloc(1, sizeof(*h));
@@ -385,32 +392,34 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 	line = h->mem;
 	eol = strstr(line, "\r\n");
 	if (!eol)
-		return fail(err, bad, "malformed start line");
+		return fail(ret_status, err, bad, "malformed start line");
 	*eol = '\0';
 	for (char *q = line; *q; q++)
 		if (!is_field_char((unsigned char)*q))
-			return fail(err, bad, "control character in the start line");
+			return fail(ret_status, err, bad, "control character in the start line");
 	if (request) {
 		/* method SP request-target SP HTTP-version, single spaces (RFC 9112 3). */
 		sp1 = strchr(line, ' ');
 		if (!sp1 || sp1 == line)
-			return fail(err, 400, "malformed request line");
+			return fail(ret_status, err, 400, "malformed request line");
 		*sp1 = '\0';
 		for (char *q = line; *q; q++)
 			if (!http_is_tchar((unsigned char)*q))
-				return fail(err, 400, "invalid method");
+				return fail(ret_status, err, 400, "invalid method");
 		sp2 = strchr(sp1 + 1, ' ');
 		if (!sp2 || sp2 == sp1 + 1)
-			return fail(err, 400, "malformed request line");
+			return fail(ret_status, err, 400, "malformed request line");
 		*sp2 = '\0';
 		for (char *q = sp1 + 1; *q; q++)
 			if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
-				return fail(err, 400, "invalid character in the request target");
+				return fail(ret_status, err, 400,
+				            "invalid character in the request target");
 		v = parse_version(sp2 + 1, &h->version_minor);
 		if (v < 0)
-			return fail(err, 400, "malformed HTTP version");
+			return fail(ret_status, err, 400, "malformed HTTP version");
 		if (v == 0)
-			return fail(err, 505, "only HTTP/1.0 and HTTP/1.1 are supported");
+			return fail(ret_status, err, 505,
+			            "only HTTP/1.0 and HTTP/1.1 are supported");
 		h->method = line;
 		h->target = sp1 + 1;
 	} else {
@@ -418,21 +427,22 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 		char *code;
 		sp1 = strchr(line, ' ');
 		if (!sp1)
-			return fail(err, 502, "malformed status line");
+			return fail(ret_status, err, 502, "malformed status line");
 		*sp1 = '\0';
 		v = parse_version(line, &h->version_minor);
 		if (v <= 0)
-			return fail(err, 502, "unsupported HTTP version in the response");
+			return fail(ret_status, err, 502,
+			            "unsupported HTTP version in the response");
 		code = sp1 + 1;
 		if (code[0] < '1' || code[0] > '9' || code[1] < '0' || code[1] > '9' ||
 		    code[2] < '0' || code[2] > '9' || (code[3] != ' ' && code[3] != '\0'))
-			return fail(err, 502, "malformed status code");
+			return fail(ret_status, err, 502, "malformed status code");
 		h->status =
 		        (unsigned)((code[0] - '0') * 100 + (code[1] - '0') * 10 + code[2] - '0');
 		h->reason = code[3] ? code + 4 : code + 3;
 	}
 
-	r2 = split_fields(h, eol + 2, bad, err);
+	r2 = split_fields(h, eol + 2, bad, ret_status, err);
 	if (r2 < 0)
 		return r2;
 	if (request) {
@@ -440,17 +450,17 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 		const char *expect;
 		h->host = http_head_get(h, "host", &n_host);
 		if (n_host > 1)
-			return fail(err, 400, "more than one Host field");
+			return fail(ret_status, err, 400, "more than one Host field");
 		if (n_host == 0 && h->version_minor >= 1)
-			return fail(err, 400, "no Host field");
+			return fail(ret_status, err, 400, "no Host field");
 		expect = http_head_get(h, "expect", NULL);
 		if (expect) {
 			if (strcasecmp(expect, "100-continue") != 0)
-				return fail(err, 417, "unsupported expectation");
+				return fail(ret_status, err, 417, "unsupported expectation");
 			h->expect_continue = true;
 		}
 	}
-	r2 = framing(h, request_method, err);
+	r2 = framing(h, request_method, ret_status, err);
 	if (r2 < 0)
 		return r2;
 	connection_options(h);
@@ -462,15 +472,15 @@ static int parse_common(struct http_reader *r, struct buf *in, bool request,
 }
 
 int http_parse_request(struct http_reader *r, struct buf *in, struct http_head **ret,
-                       struct http_error *err)
+                       unsigned *ret_status, struct slate_error *err)
 {
-	return parse_common(r, in, true, NULL, ret, err);
+	return parse_common(r, in, true, NULL, ret, ret_status, err);
 }
 
 int http_parse_response(struct http_reader *r, struct buf *in, const char *request_method,
-                        struct http_head **ret, struct http_error *err)
+                        struct http_head **ret, unsigned *ret_status, struct slate_error *err)
 {
-	return parse_common(r, in, false, request_method, ret, err);
+	return parse_common(r, in, false, request_method, ret, ret_status, err);
 }
 
 /* ---- chunked ---- */

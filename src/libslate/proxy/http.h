@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "util/buf.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 #define HTTP_MAX_REQUEST_LINE (8u * 1024u)
@@ -37,12 +38,6 @@
 #define HTTP_MAX_CHUNK_LINE 1024u     /* chunk size with its extensions */
 #define HTTP_MAX_TRAILER (8u * 1024u) /* all trailer fields of a chunked body */
 #define HTTP_MAX_CONTENT_LENGTH (1ull << 62)
-
-/* Why a message was refused: the status to answer with and a static reason for people. */
-struct http_error {
-	unsigned status; /* 400, 414, 417, 431, 501, 505 (502 for a bad response) */
-	const char *reason;
-};
 
 struct http_field {
 	char *name;  /* as received (case kept), NUL-terminated */
@@ -98,17 +93,18 @@ static inline void http_reader_reset(struct http_reader *r)
 /*
  * Parses a request head from the unread bytes of in. Returns 1 and the head in *ret (its bytes
  * consumed from in), 0 when more bytes are needed (nothing consumed; call again with the same
- * reader after appending), or SLATE_ERR_INVALID_FORMAT with err filled (the connection must be
- * answered with err->status and closed).
+ * reader after appending), or SLATE_ERR_INVALID_FORMAT when the head is refused: *ret_status
+ * (may be NULL) gets the status to answer with (400, 414, 417, 431, 501, 505) and err the reason
+ * for people; the connection must be answered with that status and closed.
  */
 int http_parse_request(struct http_reader *r, struct buf *in, struct http_head **ret,
-                       struct http_error *err);
+                       unsigned *ret_status, struct slate_error *err);
 /*
  * The same for a response to a request with method request_method (a response to HEAD has no
- * body). Framing errors are reported as 502 (a bad gateway: the server is at fault).
+ * body). Every refusal is 502 in *ret_status (a bad gateway: the server is at fault).
  */
 int http_parse_response(struct http_reader *r, struct buf *in, const char *request_method,
-                        struct http_head **ret, struct http_error *err);
+                        struct http_head **ret, unsigned *ret_status, struct slate_error *err);
 
 /* The value of the only field called name (case-insensitive). Returns NULL when there is none;
  * *ret_count (may be NULL) gets how many there are. */

@@ -277,19 +277,21 @@ void go_idle(struct conn *c)
 int read_request(struct conn *c, struct http_head **ret)
 {
 	struct http_reader rd = {0};
-	struct http_error err = {0};
+	struct slate_error err = {0};
+	unsigned status = 400;
 	bool started = buf_len(c->cl.in) > 0;
 	double deadline = started ? now_ms() + PROXY_HEAD_TIMEOUT_MS : 0;
 
 	for (;;) {
-		int timeout, r = http_parse_request(&rd, c->cl.in, ret, &err);
+		int timeout, r = http_parse_request(&rd, c->cl.in, ret, &status, &err);
 		ssize_t n;
 
 		if (r == 1)
 			return 1;
 		if (r < 0) {
 			if (r == SLATE_ERR_INVALID_FORMAT) {
-				respond(c, err.status, "slate egress proxy: %s", err.reason);
+				respond(c, status, "slate egress proxy: %s",
+				        slate_error_text(&err));
 				return r;
 			}
 			return r;

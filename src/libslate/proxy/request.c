@@ -151,12 +151,12 @@ static int read_response(struct conn *c, const struct http_head *h, struct http_
                          struct outcome *o)
 {
 	struct http_reader rd = {0};
-	struct http_error err = {0};
+	struct slate_error err = {0};
 	int r;
 
 	for (;;) {
 		ssize_t n;
-		r = http_parse_response(&rd, c->up.in, h->method, ret, &err);
+		r = http_parse_response(&rd, c->up.in, h->method, ret, NULL, &err);
 		if (r != 0)
 			break;
 		n = io_fill(&c->up, PROXY_UPSTREAM_TIMEOUT_MS);
@@ -170,7 +170,7 @@ static int read_response(struct conn *c, const struct http_head *h, struct http_
 	up_close(c);
 	o->status = r == -ETIMEDOUT ? 504 : 502;
 	(void)snprintf(o->refused, sizeof(o->refused), "%s",
-	               r == SLATE_ERR_INVALID_FORMAT ? err.reason
+	               r == SLATE_ERR_INVALID_FORMAT ? slate_error_text(&err)
 	               : r == -ETIMEDOUT             ? "the server did not answer in time"
 	                                             : "the server closed the connection");
 	return r;
