@@ -664,6 +664,7 @@ int main(int argc, char **argv)
 	struct api_server_config cfg;
 	_cleanup_free_ char *sock = NULL;
 	char group_name[64], pool_msg[1024];
+	struct slate_error install_err = {0};
 	_cleanup_free_ char *pool_state = NULL;
 	gid_t socket_gid = (gid_t)-1;
 	size_t n_routes;
@@ -793,10 +794,10 @@ int main(int argc, char **argv)
 		log_error_errno(r, "cannot start the guest channels (exec and shells will fail)");
 	/* Vaults and host-held SSH keys need the master key; without it those verbs fail, the
 	 * rest works. The services register on the channels before any guest connects. */
-	r = install_open(state_fd, NULL, &ctx.install);
-	if (r < 0)
-		log_error_errno(r, "cannot open %s/install (secrets and SSH keys will fail)",
-		                o.state_dir);
+	r = install_open(state_fd, NULL, &ctx.install, &install_err);
+	if (r < 0) /* the message ends with the reason: not log_error_errno, which adds it again */
+		log_error("cannot open %s/install (secrets and SSH keys will fail): %s",
+		          o.state_dir, slate_error_text(&install_err));
 	if (agent_service_start(&ctx) < 0)
 		log_error("cannot start the SSH agent service");
 	if (proxy_service_start(&ctx) < 0)

@@ -89,7 +89,7 @@ static void setup(void)
 		abort();
 	(void)snprintf(path, sizeof(path), "%s/state", ROOT);
 	if (mkdir(path, 0700) < 0 || (sfd = open(path, O_RDONLY | O_DIRECTORY)) < 0 ||
-	    install_open(sfd, NULL, &IN) < 0)
+	    install_open(sfd, NULL, &IN, NULL) < 0)
 		abort();
 	(void)snprintf(path, sizeof(path), "%s/ws", ROOT);
 	if (mkdir(path, 0700) < 0 || (wfd = open(path, O_RDONLY | O_DIRECTORY)) < 0 ||

@@ -24,9 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const unsigned char salt[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_buf_secure_ struct buf *again = NULL;
-	char err[512];
+	struct slate_error err = {0};
 
-	if (vault_parse(data, size, salt, false, &set, err, sizeof(err)) < 0)
+	if (vault_parse(data, size, salt, false, &set, &err) < 0)
 		return 0;
 	if (!set || set->n > SECRET_SET_MAX)
 		abort();

@@ -354,7 +354,7 @@ int main(int argc, char **argv)
 	state_fd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (state_fd < 0)
 		return die(state, -errno);
-	r = install_open(state_fd, NULL, &in);
+	r = install_open(state_fd, NULL, &in, NULL);
 	if (r < 0)
 		return die("install_open", r);
 	ws_fd = open(wsdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -381,7 +381,7 @@ int main(int argc, char **argv)
 		_cleanup_json_ struct json_object *key = NULL;
 		_cleanup_buf_secure_ struct buf *k = NULL, *p = NULL;
 		_cleanup_free_ char *pass = NULL;
-		char err[512] = "";
+		struct slate_error err = {0};
 		const char *line;
 
 		r = fs_read_file_at(AT_FDCWD, argv[optind + 2], 64 * 1024, &k);
@@ -396,13 +396,11 @@ int main(int argc, char **argv)
 				return die("passphrase", -ENOMEM);
 			pass[strcspn(pass, "\r\n")] = '\0';
 		}
-		r = agent_import(a, argv[optind + 1], buf_ptr(k), buf_len(k), pass, &key, err,
-		                 sizeof(err));
+		r = agent_import(a, argv[optind + 1], buf_ptr(k), buf_len(k), pass, &key, &err);
 		if (pass)
 			sodium_memzero(pass, strlen(pass));
 		if (r < 0) {
-			fprintf(stderr, "agent-serve: import: %s%s%s\n", slate_strerror(r),
-			        err[0] ? ": " : "", err);
+			fprintf(stderr, "agent-serve: import: %s\n", slate_error_text(&err));
 			return r == -ENOKEY ? 3 : r == -EKEYREJECTED ? 4 : 1;
 		}
 		if (json_get_string(key, "public_key", &line) >= 0)

@@ -128,7 +128,7 @@ static int load_secrets(const char *file, const unsigned char *salt, const char 
 	_cleanup_buf_ struct buf *b = NULL;
 	_cleanup_json_ struct json_object *arr = NULL, *phs = json_object_new_object();
 	_cleanup_free_ char *out = NULL;
-	char err[256];
+	struct slate_error err = {0};
 	int r;
 
 	secrets = secret_set_new();
@@ -166,9 +166,10 @@ static int load_secrets(const char *file, const unsigned char *salt, const char 
 		spec.n_hosts = nh;
 		spec.value = value;
 		spec.value_len = strlen(value);
-		r = secret_new(&spec, salt, &s, err, sizeof(err));
+		r = secret_new(&spec, salt, &s, &err);
 		if (r < 0) {
-			fprintf(stderr, "proxy-listen: secret %s: %s\n", key, err);
+			fprintf(stderr, "proxy-listen: secret %s: %s\n", key,
+			        slate_error_text(&err));
 			return r;
 		}
 		if (s->n_values == 1)

@@ -105,7 +105,7 @@ static int setup(void **state)
 	assert_int_equal(mkdir(path, 0700), 0);
 	f->state_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(f->state_fd >= 0);
-	assert_int_equal(install_open(f->state_fd, NULL, &f->in), 0);
+	assert_int_equal(install_open(f->state_fd, NULL, &f->in, NULL), 0);
 	(void)snprintf(f->wsdir, sizeof(f->wsdir), "%s/ws", f->root);
 	(void)snprintf(f->run, sizeof(f->run), "%s/run", f->root);
 	assert_int_equal(mkdir(f->wsdir, 0700), 0);
@@ -776,11 +776,12 @@ static int import(struct fixture *f, const char *ws, const char *name, const cha
                   struct json_object **ret)
 {
 	_cleanup_buf_ struct buf *k = NULL;
-	char path[256], err[256];
+	char path[256];
+	struct slate_error err = {0};
 
 	(void)snprintf(path, sizeof(path), "%s/%s", f->root, name);
 	assert_int_equal(fs_read_file_at(AT_FDCWD, path, 64 * 1024, &k), 0);
-	return agent_import(f->a, ws, buf_ptr(k), buf_len(k), pass, ret, err, sizeof(err));
+	return agent_import(f->a, ws, buf_ptr(k), buf_len(k), pass, ret, &err);
 }
 
 /* The blob of a public key file. */
@@ -832,10 +833,9 @@ static void test_import(void **state)
 	assert_int_equal(import(f, "alpha", "rsa", NULL, NULL), 0);
 	/* Not a key. */
 	{
-		char err[256];
-		assert_int_equal(
-		        agent_import(f->a, "alpha", "hello\n", 6, NULL, NULL, err, sizeof(err)),
-		        -EINVAL);
+		struct slate_error err = {0};
+		assert_int_equal(agent_import(f->a, "alpha", "hello\n", 6, NULL, NULL, &err),
+		                 -EINVAL);
 	}
 	assert_int_equal(agent_generate(f->a, "alpha", NULL, SEED, NULL), 0);
 

@@ -290,7 +290,7 @@ static void test_salt_file(void **state)
 	(void)state;
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(dfd >= 0);
-	assert_int_equal(install_open(dfd, "/nonexistent", &in), 0);
+	assert_int_equal(install_open(dfd, "/nonexistent", &in, NULL), 0);
 	p1 = derive(install_salt(in), SECRET_KIND_ANTHROPIC, "value", real);
 	install_free(in);
 
@@ -298,13 +298,13 @@ static void test_salt_file(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 	assert_int_equal(st.st_size, INSTALL_SALT_LEN);
 
-	assert_int_equal(install_open(dfd, "/nonexistent", &in), 0);
+	assert_int_equal(install_open(dfd, "/nonexistent", &in, NULL), 0);
 	p2 = derive(install_salt(in), SECRET_KIND_ANTHROPIC, "value", real);
 	install_free(in);
 	assert_string_equal(p1, p2);
 
 	assert_int_equal(unlinkat(dfd, "install/salt", 0), 0);
-	assert_int_equal(install_open(dfd, "/nonexistent", &in), 0);
+	assert_int_equal(install_open(dfd, "/nonexistent", &in, NULL), 0);
 	p3 = derive(install_salt(in), SECRET_KIND_ANTHROPIC, "value", real);
 	install_free(in);
 	assert_string_not_equal(p1, p3);

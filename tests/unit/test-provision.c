@@ -47,10 +47,10 @@ static void add(struct secret_set *s, const char *key, enum secret_kind kind,
 	                           .value_len = strlen(value),
 	                           .global = global};
 	struct secret *x = NULL;
-	char err[256] = "";
+	struct slate_error err = {0};
 
-	if (secret_new(&spec, salt, &x, err, sizeof(err)) < 0)
-		fail_msg("%s: %s", key, err);
+	if (secret_new(&spec, salt, &x, &err) < 0)
+		fail_msg("%s: %s", key, err.msg);
 	assert_int_equal(secret_set_put(s, x, NULL), 0);
 }
 

@@ -514,10 +514,10 @@ static struct secret_set *test_secrets(void)
 	                           .value_len = sizeof(real_value) - 1};
 	struct secret_set *set = secret_set_new();
 	struct secret *s = NULL;
-	char err[256];
+	struct slate_error err = {0};
 
 	assert_non_null(set);
-	assert_int_equal(secret_new(&spec, salt, &s, err, sizeof(err)), 0);
+	assert_int_equal(secret_new(&spec, salt, &s, &err), 0);
 	assert_int_equal(secret_set_put(set, s, NULL), 0);
 	return set;
 }

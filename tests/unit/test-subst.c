@@ -222,10 +222,10 @@ static void test_secret_settings(void **state)
 	_cleanup_buf_secure_ struct buf *plain = NULL;
 	struct secret *s = NULL;
 	struct json_object *o = NULL, *v;
-	char err[256];
+	struct slate_error err = {0};
 
 	(void)state;
-	assert_int_equal(secret_new(&spec, salt, &s, err, sizeof(err)), 0);
+	assert_int_equal(secret_new(&spec, salt, &s, &err), 0);
 	assert_true(s->body);
 	assert_string_equal(s->query, "api_key");
 	assert_int_equal(secret_to_json(s, false, &o), 0);
@@ -237,22 +237,20 @@ static void test_secret_settings(void **state)
 	json_object_put(o);
 	assert_int_equal(secret_set_put(set, s, NULL), 0);
 	assert_int_equal(vault_serialize(set, &plain), 0);
-	assert_int_equal(
-	        vault_parse(buf_ptr(plain), buf_len(plain), salt, false, &back, err, sizeof(err)),
-	        0);
+	assert_int_equal(vault_parse(buf_ptr(plain), buf_len(plain), salt, false, &back, &err), 0);
 	assert_true(back->v[0].body);
 	assert_string_equal(back->v[0].query, "api_key");
 	assert_true(back->v[0].plain_http);
 
 	spec.query = "bad&name";
-	assert_int_equal(secret_new(&spec, salt, &s, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "query parameter"));
+	assert_int_equal(secret_new(&spec, salt, &s, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "query parameter"));
 	spec.query = NULL;
 	spec.kind = SECRET_KIND_AWS;
 	spec.value = "AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 	spec.value_len = strlen(spec.value);
-	assert_int_equal(secret_new(&spec, salt, &s, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "aws"));
+	assert_int_equal(secret_new(&spec, salt, &s, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "aws"));
 	assert_int_equal(secret_query_check("key"), 0);
 	assert_int_equal(secret_query_check("a[b]"), 0);
 	assert_int_equal(secret_query_check(""), -EINVAL);
@@ -265,7 +263,7 @@ static void test_vault_flags(void **state)
 	static const unsigned char salt[32] = {7};
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_buf_ struct buf *b = buf_new(4096);
-	char err[256];
+	struct slate_error err = {0};
 	uint8_t *flags;
 
 	(void)state;
@@ -282,8 +280,7 @@ static void test_vault_flags(void **state)
 	assert_int_equal(buf_put_u32(b, 1), 0);
 	assert_int_equal(buf_put_cstring(b, "value"), 0);
 	assert_int_equal(buf_put_cstring(b, "real-value-1234"), 0);
-	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)),
-	                 0);
+	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, &err), 0);
 	assert_false(set->v[0].body);
 	assert_null(set->v[0].query);
 	assert_false(set->v[0].plain_http); /* an old vault: HTTPS only */
@@ -291,18 +288,16 @@ static void test_vault_flags(void **state)
 	flags = buf_mutable_ptr(b) + 8 + 4 + 4 + 1 + 4 + 7;
 	assert_int_equal(*flags, 0);
 	*flags = 1;
-	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)),
-	                 0);
+	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, &err), 0);
 	assert_true(set->v[0].body);
 	secret_set_free(TAKE_PTR(set));
 	*flags = 4; /* --allow-plain-http */
-	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)),
-	                 0);
+	assert_int_equal(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, &err), 0);
 	assert_true(set->v[0].plain_http);
 	assert_false(set->v[0].body);
 	secret_set_free(TAKE_PTR(set));
 	*flags = 8;
-	assert_true(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, err, sizeof(err)) < 0);
+	assert_true(vault_parse(buf_ptr(b), buf_len(b), salt, false, &set, &err) < 0);
 }
 
 int main(void)

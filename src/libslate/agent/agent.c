@@ -165,11 +165,8 @@ static int ws_refresh(struct agent *a, struct agent_ws *w)
 	r = fs_open_dir_at(a->cfg.workspaces_dirfd, w->name, &wfd);
 	if (r >= 0)
 		r = agent_keyset_load(wfd, &ks);
-	if (r < 0) {
-		log_ws(LOG_DEBUG, w->name, "cannot load the SSH keys of %s: %s", w->name,
-		       slate_strerror(r));
+	if (r < 0)
 		return r;
-	}
 	w->ks = TAKE_PTR(ks);
 	w->st = st;
 	w->loaded = true;
@@ -208,7 +205,7 @@ static int ws_managed_secret(struct agent *a, struct agent_ws *w, const struct a
 }
 
 /* Starts w's private agent with every imported key when it does not run. w->lock held. */
-static int ws_backend(struct agent *a, struct agent_ws *w, char *err, size_t errlen)
+static int ws_backend(struct agent *a, struct agent_ws *w, struct slate_error *err)
 {
 	_cleanup_(openssh_agent_stopp) struct openssh_agent *b = NULL;
 	_cleanup_close_ int wfd = -1;
@@ -218,16 +215,13 @@ static int ws_backend(struct agent *a, struct agent_ws *w, char *err, size_t err
 	if (w->backend)
 		return 0;
 	if (stopping(a))
-		return -ESHUTDOWN;
-	if (a->agents_dirfd < 0) {
-		if (err && errlen)
-			(void)snprintf(err, errlen, "no runtime directory for private agents");
-		return -ENOTDIR;
-	}
+		return slate_error_errno(err, -ESHUTDOWN, "slated is stopping");
+	if (a->agents_dirfd < 0)
+		return slate_error_errno(err, -ENOTDIR, "no runtime directory for private agents");
 	r = fs_open_dir_at(a->cfg.workspaces_dirfd, w->name, &wfd);
 	if (r < 0)
-		return r;
-	r = openssh_agent_start(a->agents_dirfd, w->name, &b, err, errlen);
+		return slate_error_errno(err, r, "opening the directory of workspace %s", w->name);
+	r = openssh_agent_start(a->agents_dirfd, w->name, &b, err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; w->ks && i < w->ks->n; i++) {
@@ -237,13 +231,9 @@ static int ws_backend(struct agent *a, struct agent_ws *w, char *err, size_t err
 		if (k->kind != AGENT_KEY_IMPORTED)
 			continue;
 		r = agent_keys_unseal(wfd, a->cfg.install, w->name, k, &key);
-		if (r < 0) {
-			if (err && errlen)
-				(void)snprintf(err, errlen, "cannot unseal %s: %s", k->fingerprint,
-				               slate_strerror(r));
-			return r;
-		}
-		r = openssh_agent_add(b, buf_ptr(key), buf_len(key), err, errlen);
+		if (r < 0)
+			return slate_error_errno(err, r, "cannot unseal %s", k->fingerprint);
+		r = openssh_agent_add(b, buf_ptr(key), buf_len(key), err);
 		if (r < 0)
 			return r;
 		n++;
@@ -491,8 +481,12 @@ static int reply_sign(struct agent_conn *c, const uint8_t *msg, size_t len, stru
 	k = r >= 0 ? agent_keyset_find(w->ks, req.key, req.key_len) : NULL;
 	if (!k) {
 		pthread_mutex_unlock(&w->lock);
-		log_ws(LOG_DEBUG, w->name, "ssh-agent %s: sign request for a key it does not hold",
-		       w->name);
+		if (r < 0)
+			log_ws(LOG_DEBUG, w->name, "ssh-agent %s: cannot load its SSH keys: %s",
+			       w->name, slate_strerror(r));
+		else
+			log_ws(LOG_DEBUG, w->name,
+			       "ssh-agent %s: sign request for a key it does not hold", w->name);
 		return agent_put_failure(out);
 	}
 	/* What the audit needs, copied out before the lock goes (the blob stays in req). */
@@ -516,9 +510,9 @@ static int reply_sign(struct agent_conn *c, const uint8_t *msg, size_t len, stru
 		if (r < 0)
 			return agent_put_failure(out);
 	} else {
-		char err[256] = "";
+		struct slate_error err = {0};
 
-		r = ws_backend(c->a, w, err, sizeof(err));
+		r = ws_backend(c->a, w, &err);
 		if (r >= 0 && (c->backend_fd < 0 || c->backend_gen != w->gen)) {
 			c->backend_fd = safe_close(c->backend_fd);
 			r = openssh_agent_connect(w->backend);
@@ -529,8 +523,8 @@ static int reply_sign(struct agent_conn *c, const uint8_t *msg, size_t len, stru
 		}
 		pthread_mutex_unlock(&w->lock);
 		if (r < 0) {
-			log_ws(LOG_WARNING, w->name, "ssh-agent %s: private agent: %s%s%s", w->name,
-			       slate_strerror(r), err[0] ? ": " : "", err);
+			log_ws(LOG_WARNING, w->name, "ssh-agent %s: private agent: %s", w->name,
+			       err.code ? slate_error_text(&err) : slate_strerror(r));
 			return agent_put_failure(out);
 		}
 		r = sign_forward(c, msg, len, out, alg);
@@ -862,7 +856,7 @@ int agent_generate(struct agent *a, const char *workspace, const char *comment, 
 }
 
 int agent_import(struct agent *a, const char *workspace, const void *key, size_t len,
-                 const char *passphrase, struct json_object **ret, char *err, size_t errlen)
+                 const char *passphrase, struct json_object **ret, struct slate_error *err)
 {
 	_cleanup_buf_secure_ struct buf *plain = NULL;
 	_cleanup_json_ struct json_object *info = NULL;
@@ -874,38 +868,35 @@ int agent_import(struct agent *a, const char *workspace, const void *key, size_t
 	size_t blob_len;
 	int r;
 
-	if (err && errlen)
-		err[0] = '\0';
 	r = open_ws(a, workspace, &wfd);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "workspace %s", workspace);
 	if (!a->cfg.install)
-		return -ENOKEY;
-	r = openssh_key_normalize(key, len, passphrase, &plain, &line, err, errlen);
+		return slate_error_set(err, -ENOKEY, "the host master key is not loaded");
+	r = openssh_key_normalize(key, len, passphrase, &plain, &line, err);
 	if (r < 0)
 		return r;
 	r = agent_public_line_parse(line, &blob, &blob_len, &comment);
-	if (r < 0) {
-		if (err && errlen)
-			(void)snprintf(err, errlen,
-			               "ssh-keygen printed a public key slate cannot read");
-		return -EINVAL;
-	}
+	if (r < 0)
+		return slate_error_set(err, -EINVAL,
+		                       "ssh-keygen printed a public key slate cannot read");
 	r = agent_keys_add_imported(wfd, a->cfg.install, workspace, buf_ptr(plain), buf_len(plain),
 	                            blob, blob_len, comment, &info);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "storing the key");
 	/* The private agent starts afresh with every imported key: it must take this one. */
 	(void)agent_fingerprint(blob, blob_len, fp);
 	w = ws_get(a, workspace);
 	if (!w)
-		r = -ENOMEM;
+		r = slate_error_errno(err, -ENOMEM, "importing the key");
 	else {
 		pthread_mutex_lock(&w->lock);
 		ws_drop(w);
 		r = ws_refresh(a, w);
-		if (r >= 0)
-			r = ws_backend(a, w, err, errlen);
+		if (r < 0)
+			(void)slate_error_errno(err, r, "loading the SSH keys of %s", workspace);
+		else
+			r = ws_backend(a, w, err);
 		if (r < 0)
 			ws_drop(w);
 		pthread_mutex_unlock(&w->lock);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "util/buf.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 struct install;
@@ -95,7 +96,7 @@ int agent_generate(struct agent *a, const char *workspace, const char *comment, 
 /* Imports an OpenSSH private key (see openssh_key_normalize for the errors) and checks that
  * the workspace's private agent takes it; -EEXIST when the workspace has the key already. */
 int agent_import(struct agent *a, const char *workspace, const void *key, size_t len,
-                 const char *passphrase, struct json_object **ret, char *err, size_t errlen);
+                 const char *passphrase, struct json_object **ret, struct slate_error *err);
 /* The workspace's keys: a JSON array of agent_key_json, managed first. */
 int agent_describe(struct agent *a, const char *workspace, struct json_object **ret);
 /* The same without a running agent, from the workspace directory's ssh/ (describe). */

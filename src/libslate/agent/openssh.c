@@ -263,16 +263,15 @@ static void memfd_wipe(int *fd)
 }
 
 /* The last line of what a tool said, for the user. */
-static void last_line(const char *s, char *err, size_t errlen)
+static const char *last_line(const char *s)
 {
 	const char *nl = strrchr(s, '\n');
 
-	if (err && errlen)
-		(void)snprintf(err, errlen, "%s", nl ? nl + 1 : s);
+	return nl ? nl + 1 : s;
 }
 
 int openssh_key_normalize(const void *key, size_t len, const char *passphrase, struct buf **ret_key,
-                          char **ret_public, char *err, size_t errlen)
+                          char **ret_public, struct slate_error *err)
 {
 	static const char *const change[] = {"ssh-keygen", "-q", "-p",        "-N",
 	                                     "",           "-f", "/dev/fd/3", NULL};
@@ -286,18 +285,19 @@ int openssh_key_normalize(const void *key, size_t len, const char *passphrase, s
 	size_t plen = passphrase ? strlen(passphrase) : 0;
 	int r;
 
-	if (err && errlen)
-		err[0] = '\0';
 	if (!key || len == 0 || len > OPENSSH_KEY_MAX || memchr(key, '\0', len))
-		return -EINVAL;
+		return slate_error_set(err, -EINVAL, "empty, over %u KiB, or holding a NUL byte",
+		                       OPENSSH_KEY_MAX / 1024);
 	if (plen > OPENSSH_PASSPHRASE_MAX || (passphrase && strpbrk(passphrase, "\r\n")))
-		return -EINVAL;
+		return slate_error_set(err, -EINVAL,
+		                       "the passphrase is over %u bytes or holds a line break",
+		                       OPENSSH_PASSPHRASE_MAX);
 	res = calloc(1, sizeof(*res));
 	if (!res)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "reading the key");
 	fd = memfd_with(key, len);
 	if (fd < 0) {
-		r = fd;
+		r = slate_error_errno(err, fd, "a memfd for the key");
 		goto out;
 	}
 	/* The old passphrase, one line on stdin; with none, stdin is empty and a protected key
@@ -305,55 +305,60 @@ int openssh_key_normalize(const void *key, size_t len, const char *passphrase, s
 	pass = buf_new_secure(plen + 1);
 	if (!pass || buf_put(pass, passphrase ? passphrase : "", plen) < 0 ||
 	    buf_put_u8(pass, '\n') < 0) {
-		r = -ENOMEM;
+		r = slate_error_errno(err, -ENOMEM, "reading the key");
 		goto out;
 	}
 	r = run_tool(change, buf_ptr(pass), passphrase ? buf_len(pass) : 0, fd, -1, NULL, res);
-	if (r < 0)
+	if (r < 0) {
+		(void)slate_error_errno(err, r, "running ssh-keygen");
 		goto out;
+	}
 	if (res->status != 0) {
 		if (strstr(res->err, "incorrect passphrase"))
-			r = passphrase && *passphrase ? -EKEYREJECTED : -ENOKEY;
-		else {
-			last_line(res->err[0] ? res->err : res->out, err, errlen);
-			r = -EINVAL;
-		}
+			r = passphrase && *passphrase
+			            ? slate_error_set(err, -EKEYREJECTED,
+			                              "the passphrase does not open the key")
+			            : slate_error_set(err, -ENOKEY,
+			                              "the key is protected by a passphrase");
+		else
+			r = slate_error_set(err, -EINVAL, "%s",
+			                    last_line(res->err[0] ? res->err : res->out));
 		goto out;
 	}
 	r = run_tool(public, NULL, 0, fd, -1, NULL, res);
-	if (r < 0)
+	if (r < 0) {
+		(void)slate_error_errno(err, r, "running ssh-keygen");
 		goto out;
+	}
 	if (res->status != 0 || !res->out[0] || strchr(res->out, '\n')) {
-		last_line(res->err, err, errlen);
-		r = -EINVAL;
+		r = slate_error_set(err, -EINVAL, "%s", last_line(res->err));
 		goto out;
 	}
 	if (fstat(fd, &st) < 0) {
-		r = -errno;
+		r = slate_error_errno(err, -errno, "the key's memfd");
 		goto out;
 	}
 	if (st.st_size <= 0 || (uint64_t)st.st_size > 2 * OPENSSH_KEY_MAX) {
-		r = -EINVAL;
+		r = slate_error_set(err, -EINVAL, "ssh-keygen wrote a key of %lld bytes",
+		                    (long long)st.st_size);
 		goto out;
 	}
 	out = buf_new_secure((size_t)st.st_size);
 	if (!out || buf_reserve(out, (size_t)st.st_size, &p) < 0) {
-		r = -ENOMEM;
+		r = slate_error_errno(err, -ENOMEM, "reading the key");
 		goto out;
 	}
 	if (pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
-		r = -EIO;
+		r = slate_error_errno(err, -EIO, "reading back the key ssh-keygen wrote");
 		goto out;
 	}
 	if (!strneq((const char *)p, OPENSSH_KEY_HEADER, strlen(OPENSSH_KEY_HEADER))) {
-		if (err && errlen)
-			(void)snprintf(err, errlen, "ssh-keygen did not write an OpenSSH key");
-		r = -EINVAL;
+		r = slate_error_set(err, -EINVAL, "ssh-keygen did not write an OpenSSH key");
 		goto out;
 	}
 	*ret_public = strdup(res->out);
 	if (!*ret_public) {
-		r = -ENOMEM;
+		r = slate_error_errno(err, -ENOMEM, "reading the key");
 		goto out;
 	}
 	*ret_key = TAKE_PTR(out);
@@ -427,8 +432,8 @@ void openssh_agent_stop(struct openssh_agent *a)
 	free(a);
 }
 
-int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent **ret, char *err,
-                        size_t errlen)
+int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent **ret,
+                        struct slate_error *err)
 {
 	static const char *const argv[] = {
 	        "ssh-agent", "-a", AGENT_SOCKET_NAME, "/bin/sh", "-c",
@@ -441,35 +446,36 @@ int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent
 	int64_t deadline;
 	int p[2], r;
 
-	if (err && errlen)
-		err[0] = '\0';
 	if (!name || !*name || strchr(name, '/') || strlen(name) >= sizeof(a->name))
-		return -EINVAL;
+		return slate_error_set(err, -EINVAL, "invalid name for a private agent");
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "starting ssh-agent");
 	*a = (struct openssh_agent){.pid = -1, .pidfd = -1, .keep_fd = -1, .dirfd = -1};
 	(void)snprintf(a->name, sizeof(a->name), "%s", name);
 	a->parent_fd = fcntl(parent_dirfd, F_DUPFD_CLOEXEC, 3);
 	if (a->parent_fd < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "starting ssh-agent");
 	r = remove_dir_at(a->parent_fd, name);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "removing the old directory of ssh-agent %s",
+		                         name);
 	if (mkdirat(a->parent_fd, name, 0700) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "creating the directory of ssh-agent %s",
+		                         name);
 	a->dirfd = openat(a->parent_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (a->dirfd < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "opening the directory of ssh-agent %s",
+		                         name);
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "starting ssh-agent");
 	in_r = p[0], a->keep_fd = p[1];
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "starting ssh-agent");
 	out_r = p[0], out_w = p[1];
 	r = spawn_tool(argv, in_r, out_w, out_w, -1, a->dirfd, NULL, &a->pid);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "starting ssh-agent");
 	in_r = safe_close(in_r);
 	out_w = safe_close(out_w);
 
@@ -481,11 +487,11 @@ int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent
 		ssize_t n;
 
 		if (left <= 0)
-			return -ETIMEDOUT;
+			return slate_error_errno(err, -ETIMEDOUT, "waiting for ssh-agent to start");
 		if (poll(&pfd, 1, (int)left) < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return slate_error_errno(err, -errno, "waiting for ssh-agent to start");
 		}
 		n = read(out_r, line + len, sizeof(line) - 1 - len);
 		if (n < 0 && errno == EINTR)
@@ -501,10 +507,8 @@ int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent
 
 		if (v <= 1 || *end != '\n') {
 			tidy(line, &len);
-			if (err && errlen)
-				(void)snprintf(err, errlen, "ssh-agent did not start: %s",
-				               len ? line : "no output");
-			return -EIO;
+			return slate_error_set(err, -EIO, "ssh-agent did not start: %s",
+			                       len ? line : "no output");
 		}
 		a->agent_pid = (pid_t)v;
 	}
@@ -513,22 +517,20 @@ int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent
 	return 0;
 }
 
-int openssh_agent_add(struct openssh_agent *a, const void *key, size_t len, char *err,
-                      size_t errlen)
+int openssh_agent_add(struct openssh_agent *a, const void *key, size_t len, struct slate_error *err)
 {
 	static const char *const argv[] = {"ssh-add", "-q", "-", NULL};
 	struct tool_result *res = calloc(1, sizeof(*res));
 	int r;
 
 	if (!res)
-		return -ENOMEM;
-	if (err && errlen)
-		err[0] = '\0';
+		return slate_error_errno(err, -ENOMEM, "running ssh-add");
 	r = run_tool(argv, key, len, -1, a->dirfd, AGENT_SOCKET_NAME, res);
-	if (r >= 0 && res->status != 0) {
-		last_line(res->err[0] ? res->err : res->out, err, errlen);
-		r = -EIO;
-	}
+	if (r < 0)
+		(void)slate_error_errno(err, r, "running ssh-add");
+	else if (res->status != 0)
+		/* What ssh-add said is the whole story: no errno of ours to add. */
+		r = slate_error_set(err, -EIO, "%s", last_line(res->err[0] ? res->err : res->out));
 	free(res);
 	return r;
 }

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "util/buf.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 /* The largest private key file accepted for import (an RSA-16384 key is about 13 KiB). */
@@ -26,10 +27,10 @@
  * stdin, then `ssh-keygen -y` for the public line. *ret_key is a secure buffer; *ret_public is
  * "TYPE BASE64 [COMMENT]". Returns 0; -ENOKEY when the key needs a passphrase and none was
  * given; -EKEYREJECTED when the passphrase is wrong; -EINVAL when ssh-keygen cannot read it
- * (err says what it said); -ENOENT when ssh-keygen is not installed.
+ * (err says what it said, perhaps nothing); -ENOENT when ssh-keygen is not installed.
  */
 int openssh_key_normalize(const void *key, size_t len, const char *passphrase, struct buf **ret_key,
-                          char **ret_public, char *err, size_t errlen);
+                          char **ret_public, struct slate_error *err);
 
 /*
  * A private `ssh-agent` holding one workspace's imported keys. Its socket is agent.sock in a
@@ -41,11 +42,12 @@ int openssh_key_normalize(const void *key, size_t len, const char *passphrase, s
 struct openssh_agent;
 
 /* Starts one in parent_dirfd/name (made 0700; anything left there from before is removed). */
-int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent **ret, char *err,
-                        size_t errlen);
-/* Adds an unencrypted private key (`ssh-add -q -`, the key on its stdin). */
-int openssh_agent_add(struct openssh_agent *a, const void *key, size_t len, char *err,
-                      size_t errlen);
+int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent **ret,
+                        struct slate_error *err);
+/* Adds an unencrypted private key (`ssh-add -q -`, the key on its stdin). -EIO when ssh-add
+ * refused it, err holding what it said. */
+int openssh_agent_add(struct openssh_agent *a, const void *key, size_t len,
+                      struct slate_error *err);
 /* Connects to it. Returns a blocking, CLOEXEC fd or -errno. */
 int openssh_agent_connect(const struct openssh_agent *a);
 /* Terminates it (its keys go with it), reaps the shell and removes its directory. NULL is fine. */

@@ -66,7 +66,7 @@ static int hook_load(void *userdata, const char *ws, struct secret_set **ret_sec
 	_cleanup_(workspace_freep) struct workspace *w = NULL;
 	_cleanup_(egress_policy_freep) struct egress_policy *policy = NULL;
 	_cleanup_close_ int dfd = -1;
-	char err[256] = "";
+	struct slate_error err = {0};
 	int r;
 
 	if (!d->workspaces)
@@ -88,11 +88,11 @@ static int hook_load(void *userdata, const char *ws, struct secret_set **ret_sec
 		                slate_strerror(r)),
 		       r;
 	/* Without its placeholders leak detection would be blind: no secrets, no egress. */
-	r = vault_load_set_err(d->install, d->workspaces, d->state_dirfd, w->owner, ws, true,
-	                       ret_secrets, err, sizeof(err));
+	r = vault_load_set(d->install, d->workspaces, d->state_dirfd, w->owner, ws, true,
+	                   ret_secrets, &err);
 	if (r < 0)
 		return snprintf(why, why_len, "cannot open the secrets of %s: %s", ws,
-		                err[0] ? err : slate_strerror(r)),
+		                slate_error_text(&err)),
 		       r;
 	*ret_policy = TAKE_PTR(policy);
 	return 0;

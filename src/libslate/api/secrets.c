@@ -25,11 +25,12 @@
 static int need_install(struct daemon_ctx *d, struct api_reply *reply)
 {
 	struct install *probe = NULL;
+	struct slate_error err = {0};
 	int r;
 
 	if (d->install)
 		return 0;
-	r = install_open(d->state_dirfd, NULL, &probe);
+	r = install_open(d->state_dirfd, NULL, &probe, &err);
 	install_free(probe);
 	if (r >= 0)
 		(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
@@ -42,7 +43,7 @@ static int need_install(struct daemon_ctx *d, struct api_reply *reply)
 		        "master.key or the systemd credential slate-master-key) cannot "
 		        "be used: %s; fix it (32 bytes, mode 0600, owned by slated's "
 		        "user) and restart slated",
-		        d->state_dir, slate_strerror(r));
+		        d->state_dir, slate_error_text(&err));
 	return -ENOKEY;
 }
 
@@ -108,17 +109,16 @@ int handle_secret_list(struct api_request *req, struct api_reply *reply)
 	const char *workspace = api_request_arg(req, "workspace"), *ws = NULL;
 	struct json_object *arr;
 	uid_t owner;
-	char err[512] = "";
+	struct slate_error err = {0};
 	int r;
 
 	if (need_install(d, reply) < 0 ||
 	    scope_of(d, req, workspace, !workspace, &ws, &owner, reply) < 0)
 		return -EINVAL;
 	/* A workspace's list is what its egress uses: global secrets merged with its own. */
-	r = vault_load_set_err(d->install, d->workspaces, d->state_dirfd, owner, ws, true, &set,
-	                       err, sizeof(err));
+	r = vault_load_set(d->install, d->workspaces, d->state_dirfd, owner, ws, true, &set, &err);
 	if (r < 0)
-		return reply_vault_error(reply, r, "reading the secrets", err);
+		return reply_vault_error(reply, r, "reading the secrets", slate_error_text(&err));
 	o = json_object_new_object();
 	arr = json_object_new_array();
 	if (!o || !arr || json_add(o, "secrets", arr) < 0) {
@@ -243,7 +243,7 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	bool global = false, replaced = false, body = false, plain_http = false;
 	size_t n_hosts = 0, n_regions = 0, n_services = 0;
 	uid_t owner;
-	char err[512] = "";
+	struct slate_error err = {0};
 	int r;
 
 	if (req->body)
@@ -324,9 +324,9 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	                            .body = body,
 	                            .query = query,
 	                            .plain_http = plain_http};
-	r = secret_new(&spec, install_salt(d->install), &sec, err, sizeof(err));
+	r = secret_new(&spec, install_salt(d->install), &sec, &err);
 	if (r < 0) {
-		(void)reply_vault_error(reply, r, "storing the secret", err);
+		(void)reply_vault_error(reply, r, "storing the secret", slate_error_text(&err));
 		goto out;
 	}
 	o = NULL;
@@ -344,9 +344,9 @@ int handle_secret_set(struct api_request *req, struct api_reply *reply)
 	}
 	/* The vault takes sec over, also when it fails. */
 	r = vault_put(d->install, d->workspaces, d->state_dirfd, owner, ws, TAKE_PTR(sec),
-	              &replaced, err, sizeof(err));
+	              &replaced, &err);
 	if (r < 0) {
-		(void)reply_vault_error(reply, r, "storing the secret", err);
+		(void)reply_vault_error(reply, r, "storing the secret", slate_error_text(&err));
 		goto out;
 	}
 	log_info("secret %s (%s) %s %s for uid %u", key, kind_s, replaced ? "replaced" : "stored",
@@ -376,7 +376,7 @@ int handle_secret_delete(struct api_request *req, struct api_reply *reply)
 	           *ws = NULL;
 	bool global = arg_true(api_request_arg(req, "global"));
 	uid_t owner;
-	char err[512] = "";
+	struct slate_error err = {0};
 	int r;
 
 	if (need_install(d, reply) < 0 ||
@@ -385,13 +385,12 @@ int handle_secret_delete(struct api_request *req, struct api_reply *reply)
 	if (secret_key_check(key) < 0)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid secret name '%s'",
 		                       key);
-	r = vault_remove(d->install, d->workspaces, d->state_dirfd, owner, ws, key, err,
-	                 sizeof(err));
+	r = vault_remove(d->install, d->workspaces, d->state_dirfd, owner, ws, key, &err);
 	if (r == -ENOENT)
 		return api_reply_error(reply, 404, API_ERR_NOT_FOUND, "%s has no secret named %s",
 		                       ws ? ws : "the global vault", key);
 	if (r < 0)
-		return reply_vault_error(reply, r, "removing the secret", err);
+		return reply_vault_error(reply, r, "removing the secret", slate_error_text(&err));
 	log_info("secret %s removed %s for uid %u", key, ws ? ws : "from the global vault",
 	         (unsigned)req->caller.uid);
 	o = json_object_new_object();

@@ -195,7 +195,7 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 	const char *name = req->params[0], *key = NULL, *passphrase = NULL;
 	struct json_object *info = NULL;
 	_cleanup_close_ int lock_fd = -1;
-	char err[512] = "";
+	struct slate_error err = {0};
 	int r;
 
 	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0 ||
@@ -219,7 +219,7 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 	if (r < 0)
 		return api_reply_error(reply, 500, API_ERR_FAILED, "locking %s: %s", name,
 		                       slate_strerror(r));
-	r = agent_import(d->agent, name, key, strlen(key), passphrase, &info, err, sizeof(err));
+	r = agent_import(d->agent, name, key, strlen(key), passphrase, &info, &err);
 	switch (r) {
 	case 0:
 		break;
@@ -238,8 +238,8 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 		                       AGENT_MAX_KEYS);
 	case -EINVAL:
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                       "not a private key OpenSSH can read%s%s", err[0] ? ": " : "",
-		                       err);
+		                       "not a private key OpenSSH can read%s%s",
+		                       err.msg[0] ? ": " : "", err.msg);
 	case -ENOENT:
 		return api_reply_error(
 		        reply, 503, API_ERR_UNAVAILABLE,
@@ -248,10 +248,8 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 	default:
 		return api_reply_error(reply, r == -EIO ? 400 : 500,
 		                       r == -EIO ? API_ERR_BAD_REQUEST : API_ERR_FAILED,
-		                       "importing the key into %s: %s%s%s", name,
-		                       err[0] ? err : slate_strerror(r),
-		                       err[0] && r != -EIO ? ": " : "",
-		                       err[0] && r != -EIO ? slate_strerror(r) : "");
+		                       "importing the key into %s: %s", name,
+		                       slate_error_text(&err));
 	}
 	log_ws(LOG_INFO, name, "imported an SSH key into workspace %s (uid %u)", name,
 	       (unsigned)req->caller.uid);

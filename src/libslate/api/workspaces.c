@@ -220,10 +220,10 @@ static struct json_object *ws_json(struct daemon_ctx *d, const struct workspace 
 		/* Secrets bound: names, kinds and hosts, never values (secrets/vault.h). */
 		{
 			struct json_object *sec = NULL;
-			char why[512] = "";
+			struct slate_error why = {0};
 			if (vault_describe_json(d->install, d->workspaces, d->state_dirfd, w->owner,
-			                        w->name, &sec, why, sizeof(why)) < 0) {
-				(void)json_add_string(o, "secrets_error", why);
+			                        w->name, &sec, &why) < 0) {
+				(void)json_add_string(o, "secrets_error", slate_error_text(&why));
 				sec = json_object_new_array();
 			}
 			(void)json_add(o, "secrets", sec);

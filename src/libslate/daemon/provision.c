@@ -38,16 +38,19 @@ static int provision_collect(struct daemon_ctx *d, const struct workspace *w, co
 {
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_(egress_ca_freep) struct egress_ca *ca = NULL;
+	struct slate_error serr = {0};
 	int r;
 
 	*ret_view = NULL;
 	*ret_ca = NULL;
 	if (!d->install)
 		return 0; /* no master key: no secrets to show, nothing to intercept with */
-	r = vault_load_set_err(d->install, d->workspaces, d->state_dirfd, w->owner, w->name, true,
-	                       &set, err, errlen);
-	if (r < 0)
+	r = vault_load_set(d->install, d->workspaces, d->state_dirfd, w->owner, w->name, true, &set,
+	                   &serr);
+	if (r < 0) {
+		(void)snprintf(err, errlen, "%s", slate_error_text(&serr));
 		return r;
+	}
 	r = provision_render(set, home, ret_view);
 	if (r < 0) {
 		(void)snprintf(err, errlen, "rendering the placeholders: %s", slate_strerror(r));

@@ -10,7 +10,6 @@
 #include "secrets/install.h"
 #include "util/error.h"
 #include "util/fs.h"
-#include "util/log.h"
 
 #define SEAL_MAGIC "SLSEAL1\n"
 #define SEAL_MAGIC_LEN 8u
@@ -63,7 +62,8 @@ static int load_or_create(int dirfd, const char *name, unsigned char *out, size_
 	return r;
 }
 
-int install_open(int state_dirfd, const char *credentials_dir, struct install **ret)
+int install_open(int state_dirfd, const char *credentials_dir, struct install **ret,
+                 struct slate_error *err)
 {
 	struct install *in;
 	const char *cdir = credentials_dir ? credentials_dir : getenv("CREDENTIALS_DIRECTORY");
@@ -71,30 +71,32 @@ int install_open(int state_dirfd, const char *credentials_dir, struct install **
 	int r;
 
 	if (sodium_init() < 0)
-		return SLATE_ERR_CRYPTO;
+		return slate_error_errno(err, SLATE_ERR_CRYPTO, "libsodium");
 	in = calloc(1, sizeof(*in));
 	if (!in)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "the master key");
 	in->dirfd = -1;
 	in->key = sodium_malloc(INSTALL_KEY_LEN);
 	in->salt = sodium_malloc(INSTALL_SALT_LEN);
 	if (!in->key || !in->salt) {
-		r = -ENOMEM;
+		r = slate_error_errno(err, -ENOMEM, "the master key");
 		goto fail;
 	}
 	if (mkdirat(state_dirfd, "install", 0700) < 0 && errno != EEXIST) {
-		r = -errno;
+		r = slate_error_errno(err, -errno, "creating install/");
 		goto fail;
 	}
 	r = fs_open_dir_at(state_dirfd, "install", &in->dirfd);
-	if (r < 0)
+	if (r < 0) {
+		(void)slate_error_errno(err, r, "opening install/");
 		goto fail;
+	}
 	if (fstat(in->dirfd, &st) < 0) {
-		r = -errno;
+		r = slate_error_errno(err, -errno, "install/");
 		goto fail;
 	}
 	if ((st.st_mode & 077) != 0 && fchmod(in->dirfd, 0700) < 0) {
-		r = -errno;
+		r = slate_error_errno(err, -errno, "install/: cannot make it 0700");
 		goto fail;
 	}
 
@@ -107,9 +109,11 @@ int install_open(int state_dirfd, const char *credentials_dir, struct install **
 			if (r == 0)
 				in->key_source = "systemd-credential";
 			else if (r != -ENOENT) {
-				log_error("credential slate-master-key in %s: %s (it must be %u "
-				          "bytes, mode 0400 or 0600)",
-				          cdir, slate_strerror(r), INSTALL_KEY_LEN);
+				(void)slate_error_set(
+				        err, r,
+				        "credential slate-master-key in %s: %s (it must "
+				        "be %u bytes, mode 0400 or 0600)",
+				        cdir, slate_strerror(r), INSTALL_KEY_LEN);
 				goto fail;
 			}
 		}
@@ -117,14 +121,14 @@ int install_open(int state_dirfd, const char *credentials_dir, struct install **
 	if (r == -ENOENT) {
 		r = load_or_create(in->dirfd, "master.key", in->key, INSTALL_KEY_LEN);
 		if (r < 0) {
-			log_error("master key install/master.key: %s", slate_strerror(r));
+			(void)slate_error_errno(err, r, "master key install/master.key");
 			goto fail;
 		}
 		in->key_source = "file";
 	}
 	r = load_or_create(in->dirfd, "salt", in->salt, INSTALL_SALT_LEN);
 	if (r < 0) {
-		log_error("placeholder salt install/salt: %s", slate_strerror(r));
+		(void)slate_error_errno(err, r, "placeholder salt install/salt");
 		goto fail;
 	}
 	(void)sodium_mprotect_readonly(in->key);

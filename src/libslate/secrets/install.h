@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "util/buf.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 #define INSTALL_KEY_LEN 32u
@@ -23,8 +24,11 @@
 struct install;
 
 /* Opens (creating on first use) <state>/install/ under state_dirfd. credentials_dir is where
- * systemd put the service's credentials (NULL: $CREDENTIALS_DIRECTORY, if set). */
-int install_open(int state_dirfd, const char *credentials_dir, struct install **ret);
+ * systemd put the service's credentials (NULL: $CREDENTIALS_DIRECTORY, if set). Returns 0, or
+ * a negative error (SLATE_ERR_KEY_PERMISSIONS, SLATE_ERR_SIZE_MISMATCH for an unusable master
+ * key) with err (may be NULL) saying which file. */
+int install_open(int state_dirfd, const char *credentials_dir, struct install **ret,
+                 struct slate_error *err);
 void install_free(struct install *in);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct install *, install_free);
 

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,19 +36,6 @@ int secret_kind_from_string(const char *s, enum secret_kind *ret)
 			*ret = (enum secret_kind)i;
 			return 0;
 		}
-	return -EINVAL;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen > 0) {
-		va_start(ap, fmt);
-		(void)vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
 	return -EINVAL;
 }
 
@@ -141,23 +127,24 @@ int secret_aws_service_check(const char *service)
 	return 0;
 }
 
-int secret_set_subst(struct secret *s, bool body, const char *query, char *err, size_t errlen)
+int secret_set_subst(struct secret *s, bool body, const char *query, struct slate_error *err)
 {
 	char *q = NULL;
 
 	if ((body || query) && s->kind == SECRET_KIND_AWS)
-		return fail(err, errlen,
-		            "secret %s: aws secrets are re-signed (SigV4), never substituted in a "
-		            "body or a query",
-		            s->key);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: aws secrets are re-signed (SigV4), never substituted in a "
+		        "body or a query",
+		        s->key);
 	if (query && secret_query_check(query) < 0)
-		return fail(
-		        err, errlen,
+		return slate_error_set(
+		        err, -EINVAL,
 		        "secret %s: invalid query parameter '%s' (1 to %d of A-Z a-z 0-9 _ . - ~ "
 		        "[ ])",
 		        s->key, query, SECRET_QUERY_MAX);
 	if (query && !(q = strdup(query)))
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "secret %s", s->key);
 	free(s->query);
 	s->query = q;
 	s->body = body;
@@ -289,27 +276,28 @@ int secret_set_merge(struct secret_set *global, struct secret_set *ws, struct se
 /* Appends a real value: copied into a secure buffer, registered with log_forbid(), and its
  * placeholder derived. */
 static int value_add(struct secret *s, const char *name, const void *real, size_t len,
-                     const unsigned char *salt, char *err, size_t errlen)
+                     const unsigned char *salt, struct slate_error *err)
 {
 	struct secret_value *nv, *v;
 	const unsigned char *p = real;
 	int r;
 
 	if (len < SECRET_VALUE_MIN)
-		return fail(err, errlen, "the %s of secret %s is shorter than %d bytes", name,
-		            s->key, SECRET_VALUE_MIN);
+		return slate_error_set(err, -EINVAL, "the %s of secret %s is shorter than %d bytes",
+		                       name, s->key, SECRET_VALUE_MIN);
 	if (len > SECRET_VALUE_MAX)
-		return fail(err, errlen, "the %s of secret %s is longer than %d bytes", name,
-		            s->key, SECRET_VALUE_MAX);
+		return slate_error_set(err, -EINVAL, "the %s of secret %s is longer than %d bytes",
+		                       name, s->key, SECRET_VALUE_MAX);
 	for (size_t i = 0; i < len; i++)
 		if (p[i] < 0x20 || p[i] == 0x7f)
 			/* It would end up in an HTTP header: no line breaks, no NUL, no controls. */
-			return fail(err, errlen,
-			            "the %s of secret %s contains a control character (byte %zu)",
-			            name, s->key, i + 1);
+			return slate_error_set(
+			        err, -EINVAL,
+			        "the %s of secret %s contains a control character (byte %zu)", name,
+			        s->key, i + 1);
 	nv = reallocarray(s->values, s->n_values + 1, sizeof(*nv));
 	if (!nv)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "secret %s", s->key);
 	s->values = nv;
 	v = &s->values[s->n_values];
 	*v = (struct secret_value){0};
@@ -318,21 +306,19 @@ static int value_add(struct secret *s, const char *name, const void *real, size_
 	if (!v->name || !v->real || buf_put(v->real, real, len) < 0) {
 		buf_free_secure(v->real);
 		free(v->name);
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "secret %s", s->key);
 	}
 	s->n_values++; /* from here on secret_clear() frees it */
 	r = log_forbid(real, len);
 	if (r < 0)
-		return fail(err, errlen, "cannot keep the %s of secret %s out of the logs: %s",
-		            name, s->key, slate_strerror(r)),
-		       r;
+		return slate_error_errno(err, r, "cannot keep the %s of secret %s out of the logs",
+		                         name, s->key);
 	v->forbidden = true;
 	if (salt) {
 		r = placeholder_derive(salt, s->kind, name, real, len, &v->placeholder);
 		if (r < 0)
-			return fail(err, errlen, "deriving the placeholder of secret %s: %s",
-			            s->key, slate_strerror(r)),
-			       r;
+			return slate_error_errno(err, r, "deriving the placeholder of secret %s",
+			                         s->key);
 	}
 	return 0;
 }
@@ -340,35 +326,40 @@ static int value_add(struct secret *s, const char *name, const void *real, size_
 /* Fills the secret's names and hosts (normalised, duplicates dropped). */
 static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
                      const char *const *hosts, size_t n_hosts, const char *env, const char *file,
-                     bool global, char *err, size_t errlen)
+                     bool global, struct slate_error *err)
 {
 
 	if (secret_key_check(key) < 0)
-		return fail(err, errlen,
-		            "invalid secret name '%s': 1 to %d of A-Z a-z 0-9 _ . -, not starting "
-		            "with '.' or '-'",
-		            key ? key : "", SECRET_KEY_MAX);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "invalid secret name '%s': 1 to %d of A-Z a-z 0-9 _ . -, not starting "
+		        "with '.' or '-'",
+		        key ? key : "", SECRET_KEY_MAX);
 	if (!secret_kind_name(kind))
-		return fail(err, errlen, "secret %s: unknown kind", key);
+		return slate_error_set(err, -EINVAL, "secret %s: unknown kind", key);
 	if (env && secret_env_check(env) < 0)
-		return fail(err, errlen,
-		            "secret %s: invalid environment variable name '%s' (letters, digits "
-		            "and '_', not starting with a digit, at most %d)",
-		            key, env, SECRET_ENV_MAX);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: invalid environment variable name '%s' (letters, digits "
+		        "and '_', not starting with a digit, at most %d)",
+		        key, env, SECRET_ENV_MAX);
 	if (file && secret_file_check(file) < 0)
-		return fail(err, errlen,
-		            "secret %s: invalid guest file '%s' (an absolute path or one under "
-		            "~/, without '..', at most %d characters)",
-		            key, file, SECRET_FILE_MAX);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: invalid guest file '%s' (an absolute path or one under "
+		        "~/, without '..', at most %d characters)",
+		        key, file, SECRET_FILE_MAX);
 	if (n_hosts == 0)
-		return fail(err, errlen,
-		            kind == SECRET_KIND_AWS
-		                    ? "secret %s: bind it to at least one host (--host), or name "
-		                      "its endpoints with --region and --service"
-		                    : "secret %s: bind it to at least one host (--host)",
-		            key);
+		return slate_error_set(
+		        err, -EINVAL,
+		        kind == SECRET_KIND_AWS
+		                ? "secret %s: bind it to at least one host (--host), or name "
+		                  "its endpoints with --region and --service"
+		                : "secret %s: bind it to at least one host (--host)",
+		        key);
 	if (n_hosts > SECRET_HOSTS_MAX)
-		return fail(err, errlen, "secret %s: at most %d hosts", key, SECRET_HOSTS_MAX);
+		return slate_error_set(err, -EINVAL, "secret %s: at most %d hosts", key,
+		                       SECRET_HOSTS_MAX);
 	s->key = strdup(key);
 	s->kind = kind;
 	s->global = global;
@@ -376,7 +367,7 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
 	s->file = file ? strdup(file) : NULL;
 	s->hosts = calloc(n_hosts, sizeof(char *));
 	if (!s->key || (env && !s->env) || (file && !s->file) || !s->hosts)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "secret %s", key);
 	for (size_t i = 0; i < n_hosts; i++) {
 		char h[HOST_BUF];
 		const char *why = "is not a host";
@@ -384,11 +375,12 @@ static int meta_init(struct secret *s, const char *key, enum secret_kind kind,
 
 		/* The proxy's normaliser (util/host.h), the one every binding is compared with. */
 		if (host_normalize_why(hosts[i], strlen(hosts[i]), h, sizeof(h), &why) < 0)
-			return fail(err, errlen, "secret %s: host '%s' %s", key, hosts[i], why);
+			return slate_error_set(err, -EINVAL, "secret %s: host '%s' %s", key,
+			                       hosts[i], why);
 		for (size_t j = 0; j < s->n_hosts; j++)
 			dup = dup || streq(s->hosts[j], h);
 		if (!dup && !(s->hosts[s->n_hosts++] = strdup(h)))
-			return -ENOMEM;
+			return slate_error_errno(err, -ENOMEM, "secret %s", key);
 	}
 	return 0;
 }
@@ -409,31 +401,32 @@ static int values_check(const struct secret *s)
 int secret_from_parts(const char *key, enum secret_kind kind, const char *const *hosts,
                       size_t n_hosts, const char *env, const char *file, bool global,
                       const char *const *names, const struct buf *const *reals, size_t n_values,
-                      const unsigned char *salt, struct secret **ret, char *err, size_t errlen)
+                      const unsigned char *salt, struct secret **ret, struct slate_error *err)
 {
 	_cleanup_(secret_freep) struct secret *s = calloc(1, sizeof(*s));
 	int r;
 
 	if (!s)
-		return -ENOMEM;
-	r = meta_init(s, key, kind, hosts, n_hosts, env, file, global, err, errlen);
+		return slate_error_errno(err, -ENOMEM, "building a secret");
+	r = meta_init(s, key, kind, hosts, n_hosts, env, file, global, err);
 	if (r < 0)
 		return r;
 	/* Stored hosts were normalised when they were set: anything else is not ours. */
 	if (s->n_hosts != n_hosts)
-		return fail(err, errlen, "secret %s: duplicate host", key);
+		return slate_error_set(err, -EINVAL, "secret %s: duplicate host", key);
 	for (size_t i = 0; i < n_hosts; i++)
 		if (!streq(s->hosts[i], hosts[i]))
-			return fail(err, errlen, "secret %s: host '%s' is not normalised", key,
-			            hosts[i]);
+			return slate_error_set(err, -EINVAL,
+			                       "secret %s: host '%s' is not normalised", key,
+			                       hosts[i]);
 	for (size_t i = 0; i < n_values; i++) {
-		r = value_add(s, names[i], buf_ptr(reals[i]), buf_len(reals[i]), salt, err, errlen);
+		r = value_add(s, names[i], buf_ptr(reals[i]), buf_len(reals[i]), salt, err);
 		if (r < 0)
 			return r;
 	}
 	if (values_check(s) < 0)
-		return fail(err, errlen, "secret %s: the values do not fit its kind %s", key,
-		            secret_kind_name(kind));
+		return slate_error_set(err, -EINVAL, "secret %s: the values do not fit its kind %s",
+		                       key, secret_kind_name(kind));
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -444,13 +437,13 @@ int secret_from_parts(const char *key, enum secret_kind kind, const char *const 
  * generated names are written into names; hosts (SECRET_HOSTS_MAX) points at them all.
  */
 static int aws_endpoints(const struct secret_spec *spec, const char **hosts,
-                         char (*names)[HOST_BUF], size_t *ret_n, char *err, size_t errlen)
+                         char (*names)[HOST_BUF], size_t *ret_n, struct slate_error *err)
 {
 	size_t n = 0;
 
 	if (spec->n_hosts > SECRET_HOSTS_MAX)
-		return fail(err, errlen, "secret %s: at most %d hosts", spec->key,
-		            SECRET_HOSTS_MAX);
+		return slate_error_set(err, -EINVAL, "secret %s: at most %d hosts", spec->key,
+		                       SECRET_HOSTS_MAX);
 	for (size_t i = 0; i < spec->n_hosts; i++)
 		hosts[n++] = spec->hosts[i];
 	if (spec->n_regions == 0 && spec->n_services == 0) {
@@ -458,34 +451,39 @@ static int aws_endpoints(const struct secret_spec *spec, const char **hosts,
 		return 0;
 	}
 	if (spec->kind != SECRET_KIND_AWS)
-		return fail(err, errlen,
-		            "secret %s: --region and --service name AWS endpoints: for aws "
-		            "secrets only (give the hosts with --host)",
-		            spec->key);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: --region and --service name AWS endpoints: for aws "
+		        "secrets only (give the hosts with --host)",
+		        spec->key);
 	if (spec->n_regions == 0 || spec->n_services == 0)
-		return fail(err, errlen,
-		            "secret %s: give both --region and --service (each pair binds "
-		            "SERVICE.REGION.amazonaws.com)",
-		            spec->key);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: give both --region and --service (each pair binds "
+		        "SERVICE.REGION.amazonaws.com)",
+		        spec->key);
 	for (size_t i = 0; i < spec->n_regions; i++)
 		if (secret_aws_region_check(spec->regions[i]) < 0)
-			return fail(err, errlen,
-			            "secret %s: invalid AWS region '%s' (a region code such as "
-			            "us-east-1: lowercase letters, digits and '-', ending with a "
-			            "digit)",
-			            spec->key, spec->regions[i]);
+			return slate_error_set(
+			        err, -EINVAL,
+			        "secret %s: invalid AWS region '%s' (a region code such as "
+			        "us-east-1: lowercase letters, digits and '-', ending with a "
+			        "digit)",
+			        spec->key, spec->regions[i]);
 	for (size_t i = 0; i < spec->n_services; i++)
 		if (secret_aws_service_check(spec->services[i]) < 0)
-			return fail(err, errlen,
-			            "secret %s: invalid AWS service '%s' (a service code such as "
-			            "sts, s3 or dynamodb: lowercase letters, digits and '-')",
-			            spec->key, spec->services[i]);
+			return slate_error_set(
+			        err, -EINVAL,
+			        "secret %s: invalid AWS service '%s' (a service code such as "
+			        "sts, s3 or dynamodb: lowercase letters, digits and '-')",
+			        spec->key, spec->services[i]);
 	if (spec->n_regions > SECRET_HOSTS_MAX || spec->n_services > SECRET_HOSTS_MAX ||
 	    n + spec->n_regions * spec->n_services > SECRET_HOSTS_MAX)
-		return fail(err, errlen,
-		            "secret %s: at most %d hosts (--host, and one for each region and "
-		            "service pair)",
-		            spec->key, SECRET_HOSTS_MAX);
+		return slate_error_set(
+		        err, -EINVAL,
+		        "secret %s: at most %d hosts (--host, and one for each region and "
+		        "service pair)",
+		        spec->key, SECRET_HOSTS_MAX);
 	for (size_t i = 0; i < spec->n_regions; i++)
 		for (size_t j = 0; j < spec->n_services; j++) {
 			const char *region = spec->regions[i];
@@ -500,7 +498,7 @@ static int aws_endpoints(const struct secret_spec *spec, const char **hosts,
 }
 
 int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct secret **ret,
-               char *err, size_t errlen)
+               struct slate_error *err)
 {
 	_cleanup_(secret_freep) struct secret *s = calloc(1, sizeof(*s));
 	const char *env = spec->env;
@@ -511,22 +509,22 @@ int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct
 	int r;
 
 	if (!s)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "building a secret");
 	if (!env && !spec->file)
 		env = spec->kind == SECRET_KIND_AWS      ? SECRET_DEFAULT_AWS_ENV
 		      : secret_env_check(spec->key) == 0 ? spec->key
 		                                         : NULL;
-	r = aws_endpoints(spec, hosts, endpoints, &n_hosts, err, errlen);
+	r = aws_endpoints(spec, hosts, endpoints, &n_hosts, err);
 	if (r < 0)
 		return r;
-	r = meta_init(s, spec->key, spec->kind, hosts, n_hosts, env, spec->file, spec->global, err,
-	              errlen);
+	r = meta_init(s, spec->key, spec->kind, hosts, n_hosts, env, spec->file, spec->global, err);
 	if (r < 0)
 		return r;
 	if (!v || len == 0)
-		return fail(err, errlen, "secret %s: the value is empty", spec->key);
+		return slate_error_set(err, -EINVAL, "secret %s: the value is empty", spec->key);
 	if (memchr(v, '\0', len))
-		return fail(err, errlen, "secret %s: the value contains a NUL byte", spec->key);
+		return slate_error_set(err, -EINVAL, "secret %s: the value contains a NUL byte",
+		                       spec->key);
 
 	if (spec->kind == SECRET_KIND_AWS) {
 		static const char *const names[] = {"access-key-id", "secret-access-key",
@@ -545,28 +543,31 @@ int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct
 			       !(v[i] == ' ' || v[i] == '\t' || v[i] == '\n' || v[i] == '\r'))
 				i++;
 			if (n >= ELEMENTSOF(names))
-				return fail(err, errlen,
-				            "secret %s: an aws value is ACCESS_KEY_ID "
-				            "SECRET_ACCESS_KEY "
-				            "[SESSION_TOKEN]: more than three fields given",
-				            spec->key);
-			r = value_add(s, names[n++], v + start, i - start, salt, err, errlen);
+				return slate_error_set(
+				        err, -EINVAL,
+				        "secret %s: an aws value is ACCESS_KEY_ID "
+				        "SECRET_ACCESS_KEY "
+				        "[SESSION_TOKEN]: more than three fields given",
+				        spec->key);
+			r = value_add(s, names[n++], v + start, i - start, salt, err);
 			if (r < 0)
 				return r;
 		}
 		if (n < 2)
-			return fail(err, errlen,
-			            "secret %s: an aws value is ACCESS_KEY_ID SECRET_ACCESS_KEY "
-			            "[SESSION_TOKEN], separated by white space",
-			            spec->key);
+			return slate_error_set(
+			        err, -EINVAL,
+			        "secret %s: an aws value is ACCESS_KEY_ID SECRET_ACCESS_KEY "
+			        "[SESSION_TOKEN], separated by white space",
+			        spec->key);
 	} else {
-		r = value_add(s, "value", v, len, salt, err, errlen);
+		r = value_add(s, "value", v, len, salt, err);
 		if (r < 0)
 			return r;
 	}
 	if (values_check(s) < 0)
-		return fail(err, errlen, "secret %s: the value does not fit its kind", spec->key);
-	r = secret_set_subst(s, spec->body, spec->query, err, errlen);
+		return slate_error_set(err, -EINVAL, "secret %s: the value does not fit its kind",
+		                       spec->key);
+	r = secret_set_subst(s, spec->body, spec->query, err);
 	if (r < 0)
 		return r;
 	s->plain_http = spec->plain_http;

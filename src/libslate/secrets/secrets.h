@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "util/buf.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 enum secret_kind {
@@ -109,22 +110,22 @@ struct secret_spec {
 /*
  * Validates spec and builds the secret: hosts normalised (host_normalize, util/host.h), the value split by
  * kind, copied into secure buffers, registered with log_forbid(), and each placeholder derived
- * from salt (INSTALL_SALT_LEN bytes; secrets/placeholder.h). On failure err (when non-NULL)
- * says what is wrong without ever quoting the value. Returns 0 or a negative error (-EINVAL for
+ * from salt (INSTALL_SALT_LEN bytes; secrets/placeholder.h). On failure err (may be NULL) says
+ * what is wrong without ever quoting the value. Returns 0 or a negative error (-EINVAL for
  * a refused spec).
  */
 int secret_new(const struct secret_spec *spec, const unsigned char *salt, struct secret **ret,
-               char *err, size_t errlen);
+               struct slate_error *err);
 /* For the vault parser: a secret from its stored parts (hosts must be normalised already,
  * names and reals n_values long); salt NULL derives no placeholders. */
 int secret_from_parts(const char *key, enum secret_kind kind, const char *const *hosts,
                       size_t n_hosts, const char *env, const char *file, bool global,
                       const char *const *names, const struct buf *const *reals, size_t n_values,
-                      const unsigned char *salt, struct secret **ret, char *err, size_t errlen);
+                      const unsigned char *salt, struct secret **ret, struct slate_error *err);
 /* Sets where else than header fields s is substituted (body, query: see struct secret_spec),
  * checked: not for aws secrets (re-signed, never substituted), query a valid parameter name.
  * Returns 0, -EINVAL (err says why) or -ENOMEM. */
-int secret_set_subst(struct secret *s, bool body, const char *query, char *err, size_t errlen);
+int secret_set_subst(struct secret *s, bool body, const char *query, struct slate_error *err);
 /* Frees what s holds (wiping and unforbidding the real values) and s itself; NULL is fine. */
 void secret_free(struct secret *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct secret *, secret_free);

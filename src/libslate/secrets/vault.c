@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +22,6 @@
 #define VAULT_FLAG_QUERY 0x02u      /* secret->query follows the file */
 #define VAULT_FLAG_PLAIN_HTTP 0x04u /* secret->plain_http */
 #define GLOBAL_LOCK_WAIT_MS 10000
-
-static int say(char *err, size_t errlen, int r, const char *fmt, ...) _printf_(4, 5);
-static int say(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen > 0) {
-		va_start(ap, fmt);
-		(void)vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
 
 /* ---- the plaintext format ---- */
 
@@ -109,7 +95,7 @@ static int parse_one(struct buf *b, struct parts *p)
 }
 
 int vault_parse(const void *plain, size_t len, const unsigned char *salt, bool global,
-                struct secret_set **ret, char *err, size_t errlen)
+                struct secret_set **ret, struct slate_error *err)
 {
 	_cleanup_(secret_set_freep) struct secret_set *set = secret_set_new();
 	_cleanup_buf_ struct buf *b = buf_from(plain, len);
@@ -118,62 +104,61 @@ int vault_parse(const void *plain, size_t len, const unsigned char *salt, bool g
 	int r;
 
 	if (!set || !b)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "reading the vault");
 	if (buf_get(b, magic, sizeof(magic)) < 0 || memcmp(magic, VAULT_MAGIC, sizeof(magic)) != 0)
-		return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "not a slate vault");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "not a slate vault");
 	if (buf_get_u32(b, &n) < 0 || n > SECRET_SET_MAX)
-		return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "bad secret count");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "bad secret count");
 	for (uint32_t i = 0; i < n; i++) {
 		struct parts p = {0};
 		struct secret *s = NULL;
 		enum secret_kind kind;
-		char why[512] = "";
+		struct slate_error why = {0};
 
 		r = parse_one(b, &p);
 		if (r == -ENOMEM) {
 			parts_clear(&p);
-			return r;
+			return slate_error_errno(err, r, "secret %u", i + 1);
 		}
 		if (r < 0) {
 			parts_clear(&p);
-			return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "secret %u: %s", i + 1,
-			           slate_strerror(r));
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "secret %u: %s",
+			                       i + 1, slate_strerror(r));
 		}
 		if (secret_kind_from_string(p.kind, &kind) < 0) {
 			parts_clear(&p);
-			return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "secret %u: unknown kind",
-			           i + 1);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "secret %u: unknown kind", i + 1);
 		}
 		r = secret_from_parts(
 		        p.key, kind, (const char *const *)p.hosts, p.n_hosts, *p.env ? p.env : NULL,
 		        *p.file ? p.file : NULL, global, (const char *const *)p.names,
-		        (const struct buf *const *)p.reals, p.n_values, salt, &s, why, sizeof(why));
+		        (const struct buf *const *)p.reals, p.n_values, salt, &s, &why);
 		if (r >= 0) {
-			r = secret_set_subst(s, p.flags & VAULT_FLAG_BODY, p.query, why,
-			                     sizeof(why));
+			r = secret_set_subst(s, p.flags & VAULT_FLAG_BODY, p.query, &why);
 			s->plain_http = (p.flags & VAULT_FLAG_PLAIN_HTTP) != 0;
 			if (r < 0)
 				secret_free(TAKE_PTR(s));
 		}
 		parts_clear(&p);
-		if (r == -ENOMEM)
-			return r;
-		if (r < 0)
-			return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "%s", why);
+		if (r < 0) /* a secret that does not pass secret_new's checks is not ours */
+			return slate_error_set(err, r == -ENOMEM ? r : SLATE_ERR_INVALID_FORMAT,
+			                       "%s", slate_error_text(&why));
 		if (secret_set_find(set, s->key) >= 0) {
-			r = say(err, errlen, SLATE_ERR_INVALID_FORMAT, "secret %s appears twice",
-			        s->key);
+			r = slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                    "secret %s appears twice", s->key);
 			secret_free(s);
 			return r;
 		}
 		r = secret_set_put(set, s, NULL);
 		if (r < 0) {
+			(void)slate_error_errno(err, r, "secret %s", s->key);
 			secret_free(s);
 			return r;
 		}
 	}
 	if (buf_len(b) != 0)
-		return say(err, errlen, SLATE_ERR_INVALID_FORMAT, "trailing bytes");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "trailing bytes");
 	*ret = TAKE_PTR(set);
 	return 0;
 }
@@ -220,34 +205,33 @@ int vault_serialize(const struct secret_set *s, struct buf **ret)
 /* ---- sealed files ---- */
 
 int vault_read_at(const struct install *in, int dirfd, const char *file, const char *purpose,
-                  bool global, struct secret_set **ret, char *err, size_t errlen)
+                  bool global, struct secret_set **ret, struct slate_error *err)
 {
 	_cleanup_buf_ struct buf *sealed = NULL;
 	_cleanup_buf_secure_ struct buf *plain = NULL;
-	char why[512] = "";
 	int r;
 
 	if (!in)
-		return say(err, errlen, -ENOKEY, "the host master key is not loaded");
+		return slate_error_set(err, -ENOKEY, "the host master key is not loaded");
 	r = fs_read_file_at(dirfd, file, VAULT_MAX_FILE, &sealed);
 	if (r == -ENOENT) {
 		*ret = secret_set_new();
-		return *ret ? 0 : -ENOMEM;
+		return *ret ? 0 : slate_error_errno(err, -ENOMEM, "reading %s", file);
 	}
 	if (r < 0)
-		return say(err, errlen, r, "reading %s: %s", file, slate_strerror(r));
+		return slate_error_errno(err, r, "reading %s", file);
 	r = install_unseal(in, purpose, buf_ptr(sealed), buf_len(sealed), &plain);
 	if (r == SLATE_ERR_SIGNATURE_INVALID)
-		return say(err, errlen, r,
-		           "%s does not open with this installation's master key for %s: it was "
-		           "damaged, tampered with, or copied from elsewhere",
-		           file, purpose);
+		return slate_error_set(
+		        err, r,
+		        "%s does not open with this installation's master key for %s: it was "
+		        "damaged, tampered with, or copied from elsewhere",
+		        file, purpose);
 	if (r < 0)
-		return say(err, errlen, r, "%s: %s", file, slate_strerror(r));
-	r = vault_parse(buf_ptr(plain), buf_len(plain), install_salt(in), global, ret, why,
-	                sizeof(why));
+		return slate_error_errno(err, r, "%s", file);
+	r = vault_parse(buf_ptr(plain), buf_len(plain), install_salt(in), global, ret, err);
 	if (r < 0)
-		return say(err, errlen, r, "%s: %s", file, why[0] ? why : slate_strerror(r));
+		return slate_error_wrap(err, r, "%s", file);
 	return 0;
 }
 
@@ -288,7 +272,7 @@ static void where_done(struct where *w)
 
 /* Opens the directory of the vault; create makes <state>/secrets (0700) when it is missing. */
 static int where_open(struct workspace_store *st, int state_dirfd, uid_t owner,
-                      const char *workspace, bool create, struct where *w, char *err, size_t errlen)
+                      const char *workspace, bool create, struct where *w, struct slate_error *err)
 {
 	int r;
 
@@ -297,33 +281,32 @@ static int where_open(struct workspace_store *st, int state_dirfd, uid_t owner,
 		_cleanup_free_ char *path = NULL;
 
 		if (workspace_name_check(workspace) < 0)
-			return say(err, errlen, -EINVAL, "invalid workspace name '%s'", workspace);
+			return slate_error_set(err, -EINVAL, "invalid workspace name '%s'",
+			                       workspace);
 		path = workspace_dir_path(st, workspace);
 		if (!path)
-			return -ENOMEM;
+			return slate_error_errno(err, -ENOMEM, "workspace %s", workspace);
 		r = fs_open_dir_at(AT_FDCWD, path, &w->dirfd);
 		if (r < 0)
-			return say(err, errlen, r, "workspace %s: %s", workspace,
-			           slate_strerror(r));
+			return slate_error_errno(err, r, "workspace %s", workspace);
 		(void)snprintf(w->file, sizeof(w->file), "%s", VAULT_FILE);
 		(void)snprintf(w->purpose, sizeof(w->purpose), "vault:%s", workspace);
 		return 0;
 	}
 	w->global = true;
 	if (create && mkdirat(state_dirfd, VAULT_GLOBAL_DIR, 0700) < 0 && errno != EEXIST)
-		return say(err, errlen, -errno, "creating %s: %s", VAULT_GLOBAL_DIR,
-		           slate_strerror(-errno));
+		return slate_error_errno(err, -errno, "creating %s", VAULT_GLOBAL_DIR);
 	r = fs_open_dir_at(state_dirfd, VAULT_GLOBAL_DIR, &w->dirfd);
 	if (r < 0 && !(r == -ENOENT && !create))
-		return say(err, errlen, r, "opening %s: %s", VAULT_GLOBAL_DIR, slate_strerror(r));
+		return slate_error_errno(err, r, "opening %s", VAULT_GLOBAL_DIR);
 	if (w->dirfd >= 0) {
 		struct stat s;
 		if (fstat(w->dirfd, &s) < 0)
-			return -errno;
+			return slate_error_errno(err, -errno, "%s", VAULT_GLOBAL_DIR);
 		/* Only slated reads the global vaults: whatever made the directory, it is 0700. */
 		if ((s.st_mode & 077) != 0 && fchmodat(state_dirfd, VAULT_GLOBAL_DIR, 0700, 0) < 0)
-			return say(err, errlen, -errno, "%s: cannot make it 0700: %s",
-			           VAULT_GLOBAL_DIR, slate_strerror(-errno));
+			return slate_error_errno(err, -errno, "%s: cannot make it 0700",
+			                         VAULT_GLOBAL_DIR);
 	}
 	(void)snprintf(w->file, sizeof(w->file), "global-%u.enc", (unsigned)owner);
 	(void)snprintf(w->lock, sizeof(w->lock), "global-%u.lock", (unsigned)owner);
@@ -334,7 +317,7 @@ static int where_open(struct workspace_store *st, int state_dirfd, uid_t owner,
 /* Takes the vault's lock: the workspace's own lock, or the global vault's lock file (waiting up
  * to GLOBAL_LOCK_WAIT_MS). The lock is released by closing *ret_fd. */
 static int lock_vault(struct workspace_store *st, int state_dirfd, const char *workspace,
-                      uid_t owner, int *ret_fd, char *err, size_t errlen)
+                      uid_t owner, int *ret_fd, struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1;
 	char name[64];
@@ -342,16 +325,13 @@ static int lock_vault(struct workspace_store *st, int state_dirfd, const char *w
 
 	if (workspace) {
 		r = workspace_lock(st, workspace, ret_fd);
-		return r < 0 ? say(err, errlen, r, "locking workspace %s: %s", workspace,
-		                   slate_strerror(r))
-		             : 0;
+		return r < 0 ? slate_error_errno(err, r, "locking workspace %s", workspace) : 0;
 	}
 	if (mkdirat(state_dirfd, VAULT_GLOBAL_DIR, 0700) < 0 && errno != EEXIST)
-		return say(err, errlen, -errno, "creating %s: %s", VAULT_GLOBAL_DIR,
-		           slate_strerror(-errno));
+		return slate_error_errno(err, -errno, "creating %s", VAULT_GLOBAL_DIR);
 	r = fs_open_dir_at(state_dirfd, VAULT_GLOBAL_DIR, &dfd);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "opening %s", VAULT_GLOBAL_DIR);
 	(void)snprintf(name, sizeof(name), "global-%u.lock", (unsigned)owner);
 	for (int waited = 0;; waited += 10) {
 		r = fs_lock_at(dfd, name, ret_fd);
@@ -360,27 +340,27 @@ static int lock_vault(struct workspace_store *st, int state_dirfd, const char *w
 		(void)nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
 	}
 	if (r < 0)
-		return say(err, errlen, r, "locking the global vault of uid %u: %s",
-		           (unsigned)owner, slate_strerror(r));
+		return slate_error_errno(err, r, "locking the global vault of uid %u",
+		                         (unsigned)owner);
 	return 0;
 }
 
 int vault_read(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-               const char *workspace, struct secret_set **ret, char *err, size_t errlen)
+               const char *workspace, struct secret_set **ret, struct slate_error *err)
 {
 	struct where w;
 	int r;
 
 	if (!in)
-		return say(err, errlen, -ENOKEY, "the host master key is not loaded");
-	r = where_open(st, state_dirfd, owner, workspace, false, &w, err, errlen);
+		return slate_error_set(err, -ENOKEY, "the host master key is not loaded");
+	r = where_open(st, state_dirfd, owner, workspace, false, &w, err);
 	if (r < 0)
 		return r;
 	if (w.dirfd < 0) { /* no global vault yet */
 		*ret = secret_set_new();
-		return *ret ? 0 : -ENOMEM;
+		return *ret ? 0 : slate_error_errno(err, -ENOMEM, "reading the global vault");
 	}
-	r = vault_read_at(in, w.dirfd, w.file, w.purpose, w.global, ret, err, errlen);
+	r = vault_read_at(in, w.dirfd, w.file, w.purpose, w.global, ret, err);
 	where_done(&w);
 	return r;
 }
@@ -388,7 +368,7 @@ int vault_read(const struct install *in, struct workspace_store *st, int state_d
 /* Read, change, write: under the vault's lock. op NULL puts sec, else removes key. */
 static int vault_change(const struct install *in, struct workspace_store *st, int state_dirfd,
                         uid_t owner, const char *workspace, struct secret *sec, const char *key,
-                        bool *ret_replaced, char *err, size_t errlen)
+                        bool *ret_replaced, struct slate_error *err)
 {
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_close_ int lock = -1;
@@ -396,17 +376,17 @@ static int vault_change(const struct install *in, struct workspace_store *st, in
 	int r;
 
 	if (!in) {
-		r = say(err, errlen, -ENOKEY, "the host master key is not loaded");
+		r = slate_error_set(err, -ENOKEY, "the host master key is not loaded");
 		goto out;
 	}
-	r = lock_vault(st, state_dirfd, workspace, owner, &lock, err, errlen);
+	r = lock_vault(st, state_dirfd, workspace, owner, &lock, err);
 	if (r < 0)
 		goto out;
 	/* The workspace directory is opened under its lock: a delete that ran first is seen. */
-	r = where_open(st, state_dirfd, owner, workspace, true, &w, err, errlen);
+	r = where_open(st, state_dirfd, owner, workspace, true, &w, err);
 	if (r < 0)
 		goto out;
-	r = vault_read_at(in, w.dirfd, w.file, w.purpose, w.global, &set, err, errlen);
+	r = vault_read_at(in, w.dirfd, w.file, w.purpose, w.global, &set, err);
 	if (r < 0)
 		goto out;
 	if (sec) {
@@ -415,29 +395,30 @@ static int vault_change(const struct install *in, struct workspace_store *st, in
 			sec = NULL; /* the set holds it now */
 		if (r < 0) {
 			if (r == -E2BIG)
-				(void)say(err, errlen, r, "a vault holds at most %d secrets",
-				          SECRET_SET_MAX);
+				(void)slate_error_set(err, r, "a vault holds at most %d secrets",
+				                      SECRET_SET_MAX);
+			else
+				(void)slate_error_errno(err, r, "storing secret %s", sec->key);
 			goto out;
 		}
 	} else {
 		r = secret_set_remove(set, key);
 		if (r < 0) {
-			(void)say(err, errlen, r, "no secret named %s", key);
+			(void)slate_error_set(err, r, "no secret named %s", key);
 			goto out;
 		}
 	}
 	if (set->n == 0) {
 		/* Nothing left: no file at all. */
 		if (unlinkat(w.dirfd, w.file, 0) < 0 && errno != ENOENT) {
-			r = say(err, errlen, -errno, "removing %s: %s", w.file,
-			        slate_strerror(-errno));
+			r = slate_error_errno(err, -errno, "removing %s", w.file);
 			goto out;
 		}
 		r = fs_fsync_dir(w.dirfd);
 	} else
 		r = vault_write_at(in, w.dirfd, w.file, w.purpose, set);
-	if (r < 0 && err && !*err)
-		(void)say(err, errlen, r, "writing %s: %s", w.file, slate_strerror(r));
+	if (r < 0)
+		(void)slate_error_errno(err, r, "writing %s", w.file);
 out:
 	secret_free(sec);
 	where_done(&w);
@@ -445,37 +426,32 @@ out:
 }
 
 int vault_put(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-              const char *workspace, struct secret *sec, bool *ret_replaced, char *err,
-              size_t errlen)
+              const char *workspace, struct secret *sec, bool *ret_replaced,
+              struct slate_error *err)
 {
-	if (err && errlen)
-		err[0] = '\0';
-	return vault_change(in, st, state_dirfd, owner, workspace, sec, NULL, ret_replaced, err,
-	                    errlen);
+	return vault_change(in, st, state_dirfd, owner, workspace, sec, NULL, ret_replaced, err);
 }
 
 int vault_remove(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-                 const char *workspace, const char *key, char *err, size_t errlen)
+                 const char *workspace, const char *key, struct slate_error *err)
 {
-	if (err && errlen)
-		err[0] = '\0';
-	return vault_change(in, st, state_dirfd, owner, workspace, NULL, key, NULL, err, errlen);
+	return vault_change(in, st, state_dirfd, owner, workspace, NULL, key, NULL, err);
 }
 
-int vault_load_set_err(const struct install *in, struct workspace_store *st, int state_dirfd,
-                       uid_t owner, const char *workspace, bool with_placeholders,
-                       struct secret_set **ret, char *err, size_t errlen)
+int vault_load_set(const struct install *in, struct workspace_store *st, int state_dirfd,
+                   uid_t owner, const char *workspace, bool with_placeholders,
+                   struct secret_set **ret, struct slate_error *err)
 {
 	_cleanup_(secret_set_freep) struct secret_set *g = NULL, *w = NULL;
 	int r;
 
 	if (!in)
-		return say(err, errlen, -ENOKEY, "the host master key is not loaded");
-	r = vault_read(in, st, state_dirfd, owner, NULL, &g, err, errlen);
+		return slate_error_set(err, -ENOKEY, "the host master key is not loaded");
+	r = vault_read(in, st, state_dirfd, owner, NULL, &g, err);
 	if (r < 0)
 		return r;
 	if (workspace) {
-		r = vault_read(in, st, state_dirfd, owner, workspace, &w, err, errlen);
+		r = vault_read(in, st, state_dirfd, owner, workspace, &w, err);
 		if (r < 0)
 			return r;
 	}
@@ -488,44 +464,32 @@ int vault_load_set_err(const struct install *in, struct workspace_store *st, int
 					x->v[i].values[j].placeholder = NULL;
 				}
 		}
-	return secret_set_merge(TAKE_PTR(g), TAKE_PTR(w), ret);
-}
-
-int vault_load_set(const struct install *in, struct workspace_store *st, int state_dirfd,
-                   uid_t owner, const char *workspace, struct secret_set **ret)
-{
-	char err[512] = "";
-	int r = vault_load_set_err(in, st, state_dirfd, owner, workspace, true, ret, err,
-	                           sizeof(err));
-
-	if (r < 0)
-		log_debug_errno(r, "loading the secrets of %s: %s",
-		                workspace ? workspace : "(global)", err);
-	return r;
+	r = secret_set_merge(TAKE_PTR(g), TAKE_PTR(w), ret);
+	return r < 0 ? slate_error_errno(err, r, "merging the secrets") : 0;
 }
 
 int vault_describe_json(const struct install *in, struct workspace_store *st, int state_dirfd,
-                        uid_t owner, const char *workspace, struct json_object **ret, char *err,
-                        size_t errlen)
+                        uid_t owner, const char *workspace, struct json_object **ret,
+                        struct slate_error *err)
 {
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_json_ struct json_object *arr = NULL;
 	int r;
 
-	r = vault_load_set_err(in, st, state_dirfd, owner, workspace, false, &set, err, errlen);
+	r = vault_load_set(in, st, state_dirfd, owner, workspace, false, &set, err);
 	if (r < 0)
 		return r;
 	arr = json_object_new_array();
 	if (!arr)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "describing the secrets");
 	for (size_t i = 0; i < set->n; i++) {
 		struct json_object *o = NULL;
 		r = secret_to_json(&set->v[i], false, &o);
 		if (r < 0)
-			return r;
+			return slate_error_errno(err, r, "describing the secrets");
 		if (json_object_array_add(arr, o) < 0) {
 			json_object_put(o);
-			return -ENOMEM;
+			return slate_error_errno(err, -ENOMEM, "describing the secrets");
 		}
 	}
 	*ret = TAKE_PTR(arr);

@@ -28,6 +28,7 @@
 #include "secrets/install.h"
 #include "secrets/secrets.h"
 #include "util/buf.h"
+#include "util/error.h"
 
 #define VAULT_FILE "secrets.enc"
 #define VAULT_GLOBAL_DIR "secrets"
@@ -45,13 +46,13 @@ struct json_object;
  * why (never quoting a value). Returns 0 or SLATE_ERR_INVALID_FORMAT / -ENOMEM.
  */
 int vault_parse(const void *plain, size_t len, const unsigned char *salt, bool global,
-                struct secret_set **ret, char *err, size_t errlen);
+                struct secret_set **ret, struct slate_error *err);
 /* The plaintext of s in a new secure buffer (free it with buf_free_secure). */
 int vault_serialize(const struct secret_set *s, struct buf **ret);
 
 /* Reads and unseals dirfd/file (a missing file is an empty vault). */
 int vault_read_at(const struct install *in, int dirfd, const char *file, const char *purpose,
-                  bool global, struct secret_set **ret, char *err, size_t errlen);
+                  bool global, struct secret_set **ret, struct slate_error *err);
 /* Seals s and replaces dirfd/file with it atomically (0600). */
 int vault_write_at(const struct install *in, int dirfd, const char *file, const char *purpose,
                    const struct secret_set *s);
@@ -61,30 +62,28 @@ int vault_write_at(const struct install *in, int dirfd, const char *file, const 
  * workspace NULL the global vault of owner. state_dirfd is slated's state directory.
  */
 int vault_read(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-               const char *workspace, struct secret_set **ret, char *err, size_t errlen);
+               const char *workspace, struct secret_set **ret, struct slate_error *err);
 /* Stores sec in that vault under its lock; sec is taken over (freed on failure). *ret_replaced
  * says whether a secret of that key was there. -ENOENT when the workspace went away meanwhile. */
 int vault_put(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-              const char *workspace, struct secret *sec, bool *ret_replaced, char *err,
-              size_t errlen);
+              const char *workspace, struct secret *sec, bool *ret_replaced,
+              struct slate_error *err);
 /* Removes the secret named key from that vault under its lock. -ENOENT when there is none. */
 int vault_remove(const struct install *in, struct workspace_store *st, int state_dirfd, uid_t owner,
-                 const char *workspace, const char *key, char *err, size_t errlen);
+                 const char *workspace, const char *key, struct slate_error *err);
 
 /*
  * The secrets a workspace's egress may use: owner's global vault merged with the workspace's
- * (secret_set_merge: the workspace's override by key name), placeholders derived. workspace
- * NULL: the global secrets alone. Returns 0 and a set (perhaps empty) or a negative error.
+ * (secret_set_merge: the workspace's override by key name), placeholders derived unless
+ * with_placeholders is false. workspace NULL: the global secrets alone. Returns 0 and a set
+ * (perhaps empty) or a negative error, err saying why.
  */
 int vault_load_set(const struct install *in, struct workspace_store *st, int state_dirfd,
-                   uid_t owner, const char *workspace, struct secret_set **ret);
-/* vault_load_set that says why it failed; with_placeholders false skips deriving them. */
-int vault_load_set_err(const struct install *in, struct workspace_store *st, int state_dirfd,
-                       uid_t owner, const char *workspace, bool with_placeholders,
-                       struct secret_set **ret, char *err, size_t errlen);
+                   uid_t owner, const char *workspace, bool with_placeholders,
+                   struct secret_set **ret, struct slate_error *err);
 
 /* For `slate describe`: the workspace's effective secrets as a JSON array (key, kind, scope,
  * hosts, env, file; no values, no placeholders). in may be NULL (then err says why). */
 int vault_describe_json(const struct install *in, struct workspace_store *st, int state_dirfd,
-                        uid_t owner, const char *workspace, struct json_object **ret, char *err,
-                        size_t errlen);
+                        uid_t owner, const char *workspace, struct json_object **ret,
+                        struct slate_error *err);
