@@ -449,11 +449,16 @@ static int download(struct download *d)
 			return r;
 		if (d->attempt >= PULL_TRIES)
 			return r;
-		log_info("pull %s: %s, try %u of %u failed: %s", d->id, d->what, d->attempt,
-		         PULL_TRIES,
-		         d->err && d->err->code ? slate_error_text(d->err) : slate_strerror(r));
 		{
 			int k = refresh_catalog(d);
+
+			/* Only when another try follows: otherwise the error returned (which
+			 * refresh_catalog() may have replaced) says why, and the caller shows it. */
+			if (k > 0 || (k == 0 && !integrity))
+				log_info("pull %s: %s, try %u of %u failed: %s", d->id, d->what,
+				         d->attempt, PULL_TRIES,
+				         d->err && d->err->code ? slate_error_text(d->err)
+				                                : slate_strerror(r));
 			if (k < 0)
 				return k;
 			if (k > 0 || integrity) {
