@@ -104,7 +104,7 @@ static int cmd_keygen(int argc, char **argv)
 	};
 	_cleanup_secret_key_ struct sign_secret_key *k = NULL;
 	_cleanup_free_ char *line = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	const char *comment = NULL;
 	int c, r;
 
@@ -125,7 +125,7 @@ static int cmd_keygen(int argc, char **argv)
 		return fail("keygen", "%s", slate_strerror(r));
 	r = sign_keygen_write_at(AT_FDCWD, argv[optind], argv[optind + 1], k, &err);
 	if (r < 0)
-		return fail("keygen", "%s", err.message);
+		return fail("keygen", "%s", err.code ? slate_error_text(&err) : slate_strerror(r));
 	r = sign_public_key_format(sign_secret_key_public(k), &line);
 	if (r < 0)
 		return fail("keygen", "%s", slate_strerror(r));
@@ -159,7 +159,7 @@ static int cmd_sign(int argc, char **argv)
 	_cleanup_free_ char *sig_text = NULL, *sig_path = NULL;
 	const char *key_path = NULL, *channel = NULL, *path;
 	uint8_t sig[SIGN_SIGNATURE_BYTES];
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	char when[32];
 	int c, r;
 
@@ -185,7 +185,8 @@ static int cmd_sign(int argc, char **argv)
 		return r;
 	r = catalog_parse(buf_ptr(b), buf_len(b), &cat, &err);
 	if (r < 0)
-		return fail("sign", "%s: %s", path, err.message);
+		return fail("sign", "%s: %s", path,
+		            err.code ? slate_error_text(&err) : slate_strerror(r));
 	if (channel && !streq(channel, cat->channel))
 		return fail("sign", "%s: catalog is for channel \"%s\", not \"%s\"", path,
 		            cat->channel, channel);
@@ -196,7 +197,7 @@ static int cmd_sign(int argc, char **argv)
 
 	r = sign_secret_key_load_at(AT_FDCWD, key_path, &k, &err);
 	if (r < 0)
-		return fail("sign", "%s", err.message);
+		return fail("sign", "%s", err.code ? slate_error_text(&err) : slate_strerror(r));
 	r = sign_detached(k, cat->channel, buf_ptr(b), buf_len(b), sig);
 	if (r < 0)
 		return fail("sign", "%s", slate_strerror(r));
@@ -219,7 +220,7 @@ static int cmd_sign(int argc, char **argv)
 }
 
 static void print_verify_json(const struct catalog *cat, const struct catalog_trust *trust,
-                              const struct catalog_error *err)
+                              const struct slate_error *err)
 {
 	_cleanup_json_ struct json_object *o = json_object_new_object();
 	_cleanup_free_ char *text = NULL;
@@ -234,7 +235,7 @@ static void print_verify_json(const struct catalog *cat, const struct catalog_tr
 		if (!e)
 			return;
 		(void)json_add_string(e, "code", catalog_error_name(err->code));
-		(void)json_add_string(e, "message", err->message);
+		(void)json_add_string(e, "message", slate_error_text(err));
 		(void)json_add(o, "error", e);
 	} else {
 		const struct sign_public_key *k = catalog_trust_find(trust, cat->key_id);
@@ -283,7 +284,7 @@ static int cmd_verify(int argc, char **argv)
 	_cleanup_free_ char *sig_path = NULL, *peeked = NULL;
 	_cleanup_free_ const char **trusted = NULL;
 	const char *channel = NULL, *path, *now_arg = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	size_t n_trusted = 0;
 	int64_t now = (int64_t)time(NULL);
 	bool json = false;
@@ -332,29 +333,29 @@ static int cmd_verify(int argc, char **argv)
 
 	r = fs_read_file_at(AT_FDCWD, path, CATALOG_MAX_SIZE, &b);
 	if (r == -EFBIG) {
-		r = catalog_error_set(&err, SLATE_ERR_TOO_LARGE,
-		                      "%s: catalog is larger than the %u bytes allowed", path,
-		                      CATALOG_MAX_SIZE);
+		r = slate_error_set(&err, SLATE_ERR_TOO_LARGE,
+		                    "%s: catalog is larger than the %u bytes allowed", path,
+		                    CATALOG_MAX_SIZE);
 		goto out;
 	}
 	if (r < 0) {
-		(void)catalog_error_set(&err, r, "%s: %s", path, slate_strerror(r));
+		(void)slate_error_errno(&err, r, "%s", path);
 		goto out;
 	}
 	r = fs_read_file_at(AT_FDCWD, sig_path, SIGN_SIG_FILE_MAX, &sb);
 	if (r == -ENOENT) {
-		r = catalog_error_set(&err, SLATE_ERR_SIGNATURE_MISSING,
-		                      "catalog is not signed: no signature file %s", sig_path);
+		r = slate_error_set(&err, SLATE_ERR_SIGNATURE_MISSING,
+		                    "catalog is not signed: no signature file %s", sig_path);
 		goto out;
 	}
 	if (r == -EFBIG) {
-		r = catalog_error_set(&err, SLATE_ERR_SIGNATURE_FORMAT,
-		                      "%s: malformed signature: larger than %u bytes", sig_path,
-		                      SIGN_SIG_FILE_MAX);
+		r = slate_error_set(&err, SLATE_ERR_SIGNATURE_FORMAT,
+		                    "%s: malformed signature: larger than %u bytes", sig_path,
+		                    SIGN_SIG_FILE_MAX);
 		goto out;
 	}
 	if (r < 0) {
-		(void)catalog_error_set(&err, r, "%s: %s", sig_path, slate_strerror(r));
+		(void)slate_error_errno(&err, r, "%s", sig_path);
 		goto out;
 	}
 
@@ -368,8 +369,8 @@ static int cmd_verify(int argc, char **argv)
 			r = catalog_parse(buf_ptr(b), buf_len(b), &tmp, &err);
 			catalog_free(tmp);
 			if (r == 0)
-				r = catalog_error_set(&err, SLATE_ERR_INVALID_FORMAT,
-				                      "malformed catalog: no channel");
+				r = slate_error_set(&err, SLATE_ERR_INVALID_FORMAT,
+				                    "malformed catalog: no channel");
 			goto out;
 		}
 		channel = peeked;
@@ -380,10 +381,10 @@ static int cmd_verify(int argc, char **argv)
 out:
 	if (r < 0) {
 		if (err.code == 0)
-			(void)catalog_error_set(&err, r, "%s", slate_strerror(r));
+			(void)slate_error_set(&err, r, "%s", slate_strerror(r));
 		if (json)
 			print_verify_json(NULL, NULL, &err);
-		return fail("verify", "%s", err.message);
+		return fail("verify", "%s", slate_error_text(&err));
 	}
 	if (json) {
 		print_verify_json(cat, trust, NULL);

@@ -190,18 +190,14 @@ static int apply_config(struct options *o)
 {
 	_cleanup_conf_ struct conf *cf = NULL;
 	const char *path = o->config ? o->config : SLATE_SYSCONF_DIR "/slate.conf";
-	struct conf_error err = {0};
+	struct slate_error err = {0};
 	const char *v;
 	int r;
 
 	/* Unknown keys and bad values are errors, named as compilers do: FILE:LINE: why. */
 	r = conf_load(path, &cf, &err);
 	if (r < 0 && !(r == -ENOENT && !o->config)) {
-		if (err.line > 0)
-			log_error("%s:%u: %s", path, err.line, err.message);
-		else
-			log_error("cannot read configuration %s: %s", path,
-			          err.message[0] ? err.message : slate_strerror(r));
+		log_error("%s", err.code ? slate_error_text(&err) : slate_strerror(r));
 		return r;
 	}
 	/* Without a file, every setting has its default (the table in util/conf.c). */

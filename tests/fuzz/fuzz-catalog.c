@@ -88,7 +88,7 @@ static void check_catalog(const struct catalog *c, const uint8_t *data, size_t s
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct catalog *c = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct sign_public_key k = {}, back = {};
 	char key_id[SIGN_KEY_ID_LEN + 1] = "";
 	uint8_t sig[SIGN_SIGNATURE_BYTES];
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r == 0) {
 		check_catalog(c, data, size);
 		catalog_free(c);
-	} else if (c || (r != -ENOMEM && (err.code != r || !err.message[0]))) {
+	} else if (c || (r != -ENOMEM && (err.code != r || !err.msg[0]))) {
 		abort(); /* output touched on failure, or a refusal without its reason */
 	}
 

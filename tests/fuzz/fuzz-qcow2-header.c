@@ -56,15 +56,15 @@ static void check_extensions(const uint8_t *data, size_t size, const struct qcow
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct catalog_error err = {0};
+	struct slate_error err = {0};
 	struct qcow2_header h;
 	int r;
 
 	r = qcow2_header_check(data, size, &h, &err);
 	if (r < 0) {
-		if (r != SLATE_ERR_INVALID_FORMAT || err.code != r || !err.message[0])
+		if (r != SLATE_ERR_INVALID_FORMAT || err.code != r || !err.msg[0])
 			abort();
-		for (const char *p = err.message; *p; p++)
+		for (const char *p = err.msg; *p; p++)
 			if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 				abort();
 		return 0;

@@ -232,7 +232,7 @@ static void test_time(void **state)
 static void test_parse_valid(void **state)
 {
 	_cleanup_catalog_ struct catalog *c = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	const struct catalog_image *img;
 
 	assert_int_equal(
@@ -500,21 +500,20 @@ static void test_parse_table(void **state)
 		const struct parse_case *pc = &parse_cases[i];
 		_cleanup_free_ char *doc = replace(base_catalog, pc->from, pc->to);
 		struct catalog *sentinel = (struct catalog *)state, *c = sentinel;
-		struct catalog_error err = {};
+		struct slate_error err = {};
 		int r = catalog_parse((const uint8_t *)doc, strlen(doc), &c, &err);
 
 		if (r != pc->expect)
 			fail_msg("%s: got %d (%s: %s), want %d", pc->name, r, slate_strerror(r),
-			         err.message, pc->expect);
+			         err.msg, pc->expect);
 		if (r == 0) {
 			catalog_free(c);
 			continue;
 		}
 		assert_ptr_equal(c, sentinel);
 		assert_int_equal(err.code, r);
-		if (pc->message && !strstr(err.message, pc->message))
-			fail_msg("%s: message \"%s\" lacks \"%s\"", pc->name, err.message,
-			         pc->message);
+		if (pc->message && !strstr(err.msg, pc->message))
+			fail_msg("%s: message \"%s\" lacks \"%s\"", pc->name, err.msg, pc->message);
 	}
 }
 
@@ -538,12 +537,12 @@ static void test_parse_whole(void **state)
 	struct catalog *c = NULL;
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-		struct catalog_error err = {};
+		struct slate_error err = {};
 		int r = catalog_parse((const uint8_t *)cases[i].doc, strlen(cases[i].doc), &c,
 		                      &err);
 
-		if (r != cases[i].expect || !strstr(err.message, cases[i].message))
-			fail_msg("%s: got %d \"%s\"", cases[i].doc, r, err.message);
+		if (r != cases[i].expect || !strstr(err.msg, cases[i].message))
+			fail_msg("%s: got %d \"%s\"", cases[i].doc, r, err.msg);
 	}
 	assert_null(c);
 	assert_int_equal(catalog_parse(NULL, 1, &c, NULL), -EINVAL);
@@ -585,7 +584,7 @@ static void test_parse_keys(void **state)
 {
 	_cleanup_catalog_ struct catalog *c = NULL;
 	_cleanup_free_ char *doc = catalog_with_keys("3", 2, 1, 2), *dup = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	assert_int_equal(catalog_parse((const uint8_t *)doc, strlen(doc), &c, &err), 0);
 	assert_int_equal(c->n_keys, 2);
@@ -597,7 +596,7 @@ static void test_parse_keys(void **state)
 	catalog_free(TAKE_PTR(c));
 	assert_int_equal(catalog_parse((const uint8_t *)dup, strlen(dup), &c, &err),
 	                 SLATE_ERR_INVALID_FORMAT);
-	assert_non_null(strstr(err.message, "keys[1]: key"));
+	assert_non_null(strstr(err.msg, "keys[1]: key"));
 }
 
 /* ---- signatures and verification -------------------------------------------------------- */
@@ -803,7 +802,7 @@ static void test_verify_table(void **state)
 		_cleanup_catalog_ struct catalog *plain = NULL;
 		struct catalog *sentinel = (struct catalog *)state, *c = sentinel;
 		struct catalog_state last;
-		struct catalog_error err = {};
+		struct slate_error err = {};
 		const char *sign_channel = vc->sign_channel ? vc->sign_channel : "stable";
 		size_t len;
 		int r;
@@ -847,13 +846,13 @@ static void test_verify_table(void **state)
 		                   T(vc->now ? vc->now : NOW), &c, &err);
 		if (r != vc->expect)
 			fail_msg("%s: got %d (%s: %s), want %d (%s)", vc->name, r,
-			         catalog_error_name(r), err.message, vc->expect,
+			         catalog_error_name(r), err.msg, vc->expect,
 			         catalog_error_name(vc->expect));
 		if (r < 0) {
 			assert_ptr_equal(c, sentinel);
 			assert_int_equal(err.code, r);
-			if (vc->message && !strstr(err.message, vc->message))
-				fail_msg("%s: message \"%s\" lacks \"%s\"", vc->name, err.message,
+			if (vc->message && !strstr(err.msg, vc->message))
+				fail_msg("%s: message \"%s\" lacks \"%s\"", vc->name, err.msg,
 				         vc->message);
 			continue;
 		}
@@ -991,11 +990,11 @@ static void test_public_key_parse(void **state)
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		struct sign_public_key k = {.id = "untouched"};
-		struct catalog_error err = {};
+		struct slate_error err = {};
 		int r = sign_public_key_parse(cases[i].text, strlen(cases[i].text), &k, &err);
 
 		if (r != cases[i].expect)
-			fail_msg("%s: got %d (%s)", cases[i].name, r, err.message);
+			fail_msg("%s: got %d (%s)", cases[i].name, r, err.msg);
 		if (r < 0) {
 			assert_string_equal(k.id, "untouched");
 			assert_int_equal(err.code, r);
@@ -1030,7 +1029,7 @@ static void test_keygen_files(void **state)
 {
 	_cleanup_secret_key_ struct sign_secret_key *k = NULL, *loaded = NULL, *other = NULL;
 	struct sign_public_key pub = {};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct stat st;
 	uint8_t sig[SIGN_SIGNATURE_BYTES];
 
@@ -1071,7 +1070,7 @@ static void test_keygen_files(void **state)
 		assert_int_equal(sign_secret_key_load_at(tmp_fd, "gen.secret", &untouched, &err),
 		                 SLATE_ERR_KEY_PERMISSIONS);
 		assert_ptr_equal(untouched, (struct sign_secret_key *)state);
-		assert_non_null(strstr(err.message, "group or others"));
+		assert_non_null(strstr(err.msg, "group or others"));
 	}
 	assert_int_equal(fchmodat(tmp_fd, "gen.secret", 0400, 0), 0);
 	sign_secret_key_free(TAKE_PTR(loaded));
@@ -1091,7 +1090,7 @@ static void test_trust_dir(void **state)
 	_cleanup_(catalog_trust_freep) struct catalog_trust *t = NULL;
 	_cleanup_free_ char *k0 = NULL, *k1 = NULL;
 	_cleanup_close_ int dfd = -1;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	assert_int_equal(mkdirat(tmp_fd, "trusted", 0755), 0);
 	dfd = openat(tmp_fd, "trusted", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1123,7 +1122,7 @@ static void test_trust_dir(void **state)
 	write_file(dfd, "zz.pub", "slate-ed25519 junk\n", 19, 0644);
 	assert_int_equal(catalog_trust_add_path(t, tmp_fd, "trusted", &err),
 	                 SLATE_ERR_INVALID_FORMAT);
-	assert_non_null(strstr(err.message, "trusted/zz.pub"));
+	assert_non_null(strstr(err.msg, "trusted/zz.pub"));
 	assert_int_equal(catalog_trust_count(t), 1); /* a.pub was not added either */
 	assert_null(catalog_trust_find(t, keys[0].pub.id));
 	assert_int_equal(catalog_trust_add_path(t, tmp_fd, "nonexistent", &err), -ENOENT);
@@ -1139,7 +1138,7 @@ static void test_openssl_fixture(void **state)
 	_cleanup_close_ int dfd =
 	        open(TEST_DATA_DIR "/catalog", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct sign_public_key pub = {};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	assert_true(dfd >= 0);
 	assert_int_equal(sign_public_key_load_at(dfd, "openssl.pub", &pub, &err), 0);
@@ -1149,7 +1148,7 @@ static void test_openssl_fixture(void **state)
 	assert_int_equal(catalog_trust_add(t, &pub), 0);
 	if (catalog_verify(t, "stable", buf_ptr(doc), buf_len(doc), buf_ptr(sig), buf_len(sig),
 	                   NULL, T(NOW), &c, &err) != 0)
-		fail_msg("OpenSSL's signature: %s", err.message);
+		fail_msg("OpenSSL's signature: %s", err.msg);
 	assert_string_equal(c->key_id, pub.id);
 	assert_int_equal(c->n_images, 2);
 	assert_int_equal(c->images[0].n_steps, 2);
@@ -1164,7 +1163,7 @@ static void test_openssl_fixture(void **state)
 	/* An OpenSSL P-256 key is not an Ed25519 key. */
 	assert_int_equal(sign_public_key_load_at(dfd, "ec.pub", &pub, &err),
 	                 SLATE_ERR_INVALID_FORMAT);
-	assert_non_null(strstr(err.message, "not an Ed25519 key"));
+	assert_non_null(strstr(err.msg, "not an Ed25519 key"));
 }
 
 /* The same, with a key OpenSSL makes now, when the openssl command is there. */
@@ -1177,7 +1176,7 @@ static void test_openssl_now(void **state)
 	_cleanup_free_ uint8_t *m = NULL;
 	_cleanup_close_ int dfd = -1;
 	struct sign_public_key pub = {};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	size_t mlen = 0;
 
 	if (system("openssl version >/dev/null 2>&1") != 0)
@@ -1209,7 +1208,7 @@ static void test_openssl_now(void **state)
 	assert_int_equal(catalog_trust_add(t, &pub), 0);
 	if (catalog_verify(t, "stable", (const uint8_t *)base_catalog, strlen(base_catalog),
 	                   (const uint8_t *)sig, strlen(sig), NULL, T(NOW), &c, &err) != 0)
-		fail_msg("OpenSSL's signature: %s", err.message);
+		fail_msg("OpenSSL's signature: %s", err.msg);
 	/* OpenSSL's signature over the bare catalog, without the domain prefix, is refused. */
 	catalog_free(TAKE_PTR(c));
 	assert_int_equal(catalog_verify(t, "stable", (const uint8_t *)base_catalog,
@@ -1223,7 +1222,7 @@ static void test_openssl_now(void **state)
 
 /* Signs doc with keys[signer] and verifies it against trust and the stored state. */
 static int verify_signed(const struct catalog_trust *trust, int state_fd, const char *doc,
-                         int signer, struct catalog **ret, struct catalog_error *err)
+                         int signer, struct catalog **ret, struct slate_error *err)
 {
 	_cleanup_free_ char *sig = sign_with(&keys[signer], "stable", doc, strlen(doc), false);
 	struct catalog_state last;
@@ -1256,7 +1255,7 @@ static void test_state(void **state)
 	_cleanup_buf_ struct buf *b = NULL;
 	_cleanup_close_ int sfd = -1, lock = -1;
 	struct catalog_state s = {.version = 42};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	char hex[65];
 
 	assert_int_equal(mkdirat(tmp_fd, "state", 0755), 0);
@@ -1306,7 +1305,7 @@ static void test_state(void **state)
 
 	/* Version 2 after 3: a rollback, for the verifier and for accept on its own. */
 	assert_int_equal(verify_signed(trust, sfd, v2, 0, &c, &err), SLATE_ERR_ROLLBACK);
-	assert_non_null(strstr(err.message, "older than the last accepted version 3"));
+	assert_non_null(strstr(err.msg, "older than the last accepted version 3"));
 	{
 		_cleanup_free_ char *sig = sign_with(&keys[0], "stable", v2, strlen(v2), false);
 
@@ -1348,10 +1347,10 @@ static void test_state(void **state)
 static struct catalog_trust *trust_with_state(int sfd)
 {
 	struct catalog_trust *t = trust_of(1, 0);
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	if (catalog_trust_add_state_keys(t, sfd, &err) < 0)
-		fail_msg("state keys: %s", err.message);
+		fail_msg("state keys: %s", err.msg);
 	return t;
 }
 
@@ -1364,7 +1363,7 @@ static void test_key_rotation(void **state)
 	_cleanup_catalog_ struct catalog *c = NULL;
 	_cleanup_close_ int sfd = -1;
 	struct catalog_trust *t;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct stat st;
 
 	assert_int_equal(mkdirat(tmp_fd, "rotation", 0755), 0);
@@ -1418,7 +1417,7 @@ static void test_artifact_stream(void **state)
 	static const char data[] = "the artifact's bytes";
 	struct catalog_artifact a = {.size = sizeof(data) - 1};
 	struct catalog_artifact_check *c = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	crypto_hash_sha256(a.sha256, (const uint8_t *)data, a.size);
 	sodium_bin2hex(a.sha256_hex, sizeof(a.sha256_hex), a.sha256, 32);
@@ -1434,7 +1433,7 @@ static void test_artifact_stream(void **state)
 	assert_int_equal(catalog_artifact_check_new(&a, &c), 0);
 	assert_int_equal(catalog_artifact_check_update(c, data, a.size, &err), 0);
 	assert_int_equal(catalog_artifact_check_update(c, "x", 1, &err), SLATE_ERR_SIZE_MISMATCH);
-	assert_non_null(strstr(err.message, "more than the declared 20 bytes"));
+	assert_non_null(strstr(err.msg, "more than the declared 20 bytes"));
 	assert_int_equal(catalog_artifact_check_final(c, &err), SLATE_ERR_SIZE_MISMATCH);
 	catalog_artifact_check_free(c);
 
@@ -1442,7 +1441,7 @@ static void test_artifact_stream(void **state)
 	assert_int_equal(catalog_artifact_check_new(&a, &c), 0);
 	assert_int_equal(catalog_artifact_check_update(c, data, a.size - 1, &err), 0);
 	assert_int_equal(catalog_artifact_check_final(c, &err), SLATE_ERR_SIZE_MISMATCH);
-	assert_non_null(strstr(err.message, "19 bytes, fewer than the declared 20"));
+	assert_non_null(strstr(err.msg, "19 bytes, fewer than the declared 20"));
 	catalog_artifact_check_free(c);
 
 	/* Right size, other bytes. */
@@ -1450,7 +1449,7 @@ static void test_artifact_stream(void **state)
 	assert_int_equal(catalog_artifact_check_update(c, "THE", 3, &err), 0);
 	assert_int_equal(catalog_artifact_check_update(c, data + 3, a.size - 3, &err), 0);
 	assert_int_equal(catalog_artifact_check_final(c, &err), SLATE_ERR_DIGEST_MISMATCH);
-	assert_non_null(strstr(err.message, a.sha256_hex));
+	assert_non_null(strstr(err.msg, a.sha256_hex));
 	catalog_artifact_check_free(c);
 }
 
@@ -1458,7 +1457,7 @@ static void test_artifact_fd(void **state)
 {
 	static char data[300000];
 	struct catalog_artifact a = {.size = sizeof(data)};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	_cleanup_close_ int fd = -1;
 	int p[2];
 

@@ -223,7 +223,7 @@ static int get(const char *path, uint64_t offset, uint64_t max, struct sink *s)
 {
 	char url[256];
 	struct fetch_request req;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	(void)snprintf(url, sizeof(url), "%s%s", path[0] == '/' ? base : "", path);
 	req = (struct fetch_request){
@@ -314,7 +314,7 @@ static void test_file_url(void **state)
 	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
 	char *url = NULL;
 	struct buf *b = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	assert_int_equal(fetch_to_url(data_path, &url), 0);
 	assert_true(strncmp(url, "file:///", 8) == 0);
@@ -355,7 +355,7 @@ static void test_resolve(void **state)
 
 /* A download from the HTTPS server at host (its certificate is for 127.0.0.1). */
 static int get_tls(const char *host, uint64_t offset, const char *ca, struct sink *s,
-                   struct catalog_error *err)
+                   struct slate_error *err)
 {
 	char url[256];
 	struct fetch_request req;
@@ -373,7 +373,7 @@ static int get_tls(const char *host, uint64_t offset, const char *ca, struct sin
 static void test_https(void **state)
 {
 	struct sink s = {.p = malloc(FILE_SIZE), .cap = FILE_SIZE};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 
 	if (!tls_port[0]) {
 		free(s.p);
@@ -393,17 +393,17 @@ static void test_https(void **state)
 	s.n = 0;
 	assert_int_equal(get_tls("127.0.0.1", 0, NULL, &s, &err), -EKEYREJECTED);
 	assert_int_equal(err.code, -EKEYREJECTED);
-	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
+	assert_non_null(strstr(err.msg, "TLS certificate is not trusted"));
 	assert_int_equal(s.n, 0);
 	assert_false(fetch_retryable(-EKEYREJECTED));
 	/* Nor does a CA that did not issue the certificate. */
 	assert_int_equal(get_tls("127.0.0.1", 0, other_ca_file, &s, &err), -EKEYREJECTED);
-	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
+	assert_non_null(strstr(err.msg, "TLS certificate is not trusted"));
 	assert_int_equal(s.n, 0);
 	/* The right CA, the wrong name: the certificate is for 127.0.0.1 only. */
 	assert_int_equal(get_tls("localhost", 0, ca_file, &s, &err), -EKEYREJECTED);
-	assert_non_null(strstr(err.message, "TLS certificate is not trusted"));
-	assert_non_null(strstr(err.message, "localhost"));
+	assert_non_null(strstr(err.msg, "TLS certificate is not trusted"));
+	assert_non_null(strstr(err.msg, "localhost"));
 	assert_int_equal(s.n, 0);
 	free(s.p);
 }

@@ -446,7 +446,7 @@ static void test_table(void **state)
 	(void)state;
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		const struct header_case *c = &cases[i];
-		struct catalog_error err = {0};
+		struct slate_error err = {0};
 		struct qcow2_header h = {0};
 		size_t len = c->len == 1 ? 0 : c->len ? c->len : FILE_LEN;
 		int r;
@@ -459,13 +459,13 @@ static void test_table(void **state)
 		if (c->edit)
 			c->edit(img, &len);
 		r = qcow2_header_check(img, len, &h, &err);
-		if (r != c->want || (c->msg && !strstr(err.message, c->msg)) ||
-		    (r == REFUSED && (err.code != REFUSED ||
-		                      strncmp(err.message, "qcow2 disk refused: ", 20) != 0)) ||
+		if (r != c->want || (c->msg && !strstr(err.msg, c->msg)) ||
+		    (r == REFUSED &&
+		     (err.code != REFUSED || strncmp(err.msg, "qcow2 disk refused: ", 20) != 0)) ||
 		    (r == 0 && h.header_length != (h.version == 2 ? 72 : HEADER_LENGTH)) ||
 		    /* a refusal is also a refusal without an error struct */
 		    qcow2_header_check(img, len, NULL, NULL) != c->want) {
-			print_error("%s: got %d \"%s\", want %d \"%s\"\n", c->name, r, err.message,
+			print_error("%s: got %d \"%s\", want %d \"%s\"\n", c->name, r, err.msg,
 			            c->want, c->msg ? c->msg : "");
 			failed++;
 		}
@@ -519,7 +519,7 @@ static int make_image(const char *name, const char *const *opts, char **ret_path
 	return r;
 }
 
-static int check_file(const char *path, struct catalog_error *err)
+static int check_file(const char *path, struct slate_error *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 
@@ -562,7 +562,7 @@ static void test_qemu_img(void **state)
 	(void)snprintf(backing, sizeof(backing), "%s", data_file);
 	for (size_t i = 0; i < ELEMENTSOF(qc); i++) {
 		_cleanup_free_ char *path = NULL;
-		struct catalog_error err = {0};
+		struct slate_error err = {0};
 		int r;
 
 		if (make_image(qc[i].name, qc[i].opts, &path) == -ENOENT)
@@ -574,15 +574,15 @@ static void test_qemu_img(void **state)
 		r = check_file(path, &err);
 		if (!qc[i].msg) {
 			if (r != 0)
-				fail_msg("%s: refused: %s", qc[i].name, err.message);
+				fail_msg("%s: refused: %s", qc[i].name, err.msg);
 			continue;
 		}
-		if (r != REFUSED || !strstr(err.message, qc[i].msg))
-			fail_msg("%s: got %d \"%s\", want \"%s\"", qc[i].name, r, err.message,
+		if (r != REFUSED || !strstr(err.msg, qc[i].msg))
+			fail_msg("%s: got %d \"%s\", want \"%s\"", qc[i].name, r, err.msg,
 			         qc[i].msg);
-		if (strstr(qc[i].name, "data-file") && !strstr(err.message, data_file))
+		if (strstr(qc[i].name, "data-file") && !strstr(err.msg, data_file))
 			fail_msg("%s: the refusal does not name the data file: %s", qc[i].name,
-			         err.message);
+			         err.msg);
 	}
 }
 
@@ -603,7 +603,7 @@ static int tmpfile_with(const void *p, size_t n)
 
 static void test_fd(void **state)
 {
-	struct catalog_error err = {0};
+	struct slate_error err = {0};
 	int p[2];
 
 	(void)state;
@@ -618,7 +618,7 @@ static void test_fd(void **state)
 	{
 		_cleanup_close_ int fd = tmpfile_with(img, 90);
 		assert_int_equal(qcow2_header_check_fd(fd, NULL, &err), REFUSED);
-		assert_non_null(strstr(err.message, "90 bytes"));
+		assert_non_null(strstr(err.msg, "90 bytes"));
 	}
 	{
 		_cleanup_close_ int fd = tmpfile_with(img, 0);
@@ -641,7 +641,7 @@ static void test_fd(void **state)
 		put_be(big + HEADER_LENGTH + 4, 4, (2u << 20) - HEADER_LENGTH - 8);
 		assert_int_equal(pwrite(fd, big, 4096, 0), 4096);
 		assert_int_equal(qcow2_header_check_fd(fd, NULL, &err), REFUSED);
-		assert_non_null(strstr(err.message, "first cluster"));
+		assert_non_null(strstr(err.msg, "first cluster"));
 	}
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	assert_int_equal(qcow2_header_check_fd(p[0], NULL, &err), -EBADFD);

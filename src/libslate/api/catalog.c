@@ -191,7 +191,7 @@ int handle_catalog_get(struct api_request *req, struct api_reply *reply)
 {
 	struct daemon_ctx *d = req->userdata;
 	_cleanup_catalog_ struct catalog *c = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct json_object *o;
 	int r;
 
@@ -200,7 +200,8 @@ int handle_catalog_get(struct api_request *req, struct api_reply *reply)
 		return api_reply_error(reply, 404, API_ERR_NOT_FOUND,
 		                       "no catalog accepted yet: run slate catalog update");
 	if (r < 0)
-		return api_reply_error(reply, 500, error_code(r), "%s", err.message);
+		return api_reply_error(reply, 500, error_code(r), "%s",
+		                       err.code ? slate_error_text(&err) : slate_strerror(r));
 	o = catalog_json(d, c);
 	if (!o)
 		return -ENOMEM;
@@ -211,7 +212,7 @@ static int update_run(struct api_stream *s, void *arg)
 {
 	struct job *j = arg;
 	_cleanup_catalog_ struct catalog *c = NULL;
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct pull_config cfg;
 	struct json_object *o;
 	int r;
@@ -221,11 +222,12 @@ static int update_run(struct api_stream *s, void *arg)
 	(void)api_stream_progress(s, NULL);
 	r = catalog_update(&cfg, j->from, &c, &err);
 	if (r < 0) {
+		const char *text = err.code ? slate_error_text(&err) : slate_strerror(r);
+
 		/* The checks' refusals (signature, rollback, expiry...) are security events. */
 		log_event(LOG_WARNING, r <= -SLATE_ERR_BASE ? SLATE_MESSAGE_CATALOG_REFUSED : NULL,
-		          NULL, NULL, NULL, "catalog update refused: %s", err.message);
-		return api_stream_error(s, error_code(r),
-		                        err.message[0] ? err.message : slate_strerror(r));
+		          NULL, NULL, NULL, "catalog update refused: %s", text);
+		return api_stream_error(s, error_code(r), text);
 	}
 	o = catalog_json(j->d, c);
 	if (!o)
@@ -269,7 +271,7 @@ static int pull_run(struct api_stream *s, void *arg)
 	                               .uuids = (const char *const *)j->consent_uuids,
 	                               .n_uuids = j->n_consent_uuids};
 	struct pull_result res = {0};
-	struct catalog_error err = {};
+	struct slate_error err = {};
 	struct json_object *steps;
 	struct pull_config cfg;
 	int r;
@@ -278,10 +280,11 @@ static int pull_run(struct api_stream *s, void *arg)
 	pull_config(j->d, &cfg);
 	r = image_pull(&cfg, j->id, &consent, on_progress, j, &res, &err);
 	if (r < 0) {
+		const char *text = err.code ? slate_error_text(&err) : slate_strerror(r);
+
 		log_event(LOG_WARNING, r <= -SLATE_ERR_BASE ? SLATE_MESSAGE_CATALOG_REFUSED : NULL,
-		          NULL, NULL, j->id, "pull of image %s refused: %s", j->id, err.message);
-		return api_stream_error(s, error_code(r),
-		                        err.message[0] ? err.message : slate_strerror(r));
+		          NULL, NULL, j->id, "pull of image %s refused: %s", j->id, text);
+		return api_stream_error(s, error_code(r), text);
 	}
 	o = api_image_json(res.info, false);
 	steps = json_object_new_array();

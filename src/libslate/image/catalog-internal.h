@@ -21,18 +21,18 @@ enum text_kind {
 
 /* Refuses members of o not in allowed (NULL-terminated). */
 int catalog_check_members(struct json_object *o, const char *where, const char *const allowed[],
-                          struct catalog_error *err);
+                          struct slate_error *err);
 /* A string of kind, at most max bytes; optional unless required (*ret untouched then). */
 int catalog_get_text(struct json_object *o, const char *where, const char *key, bool required,
-                     size_t max, enum text_kind kind, const char **ret, struct catalog_error *err);
+                     size_t max, enum text_kind kind, const char **ret, struct slate_error *err);
 /* An integer of at least min. */
 int catalog_get_int(struct json_object *o, const char *where, const char *key, int64_t min,
-                    int64_t *ret, struct catalog_error *err);
+                    int64_t *ret, struct slate_error *err);
 /* A time as catalog_time_parse reads it. */
 int catalog_get_time(struct json_object *o, const char *where, const char *key, int64_t *ret,
-                     struct catalog_error *err);
+                     struct slate_error *err);
 /* "sha256": 64 lowercase hex digits, into a->sha256 and a->sha256_hex. */
 int catalog_get_sha256(struct json_object *o, const char *where, struct catalog_artifact *a,
-                       struct catalog_error *err);
+                       struct slate_error *err);
 /* For messages: t as a timestamp, or as a number when it is out of range. Returns buf. */
 const char *catalog_time_str(int64_t t, char buf[32]);

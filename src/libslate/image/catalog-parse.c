@@ -168,7 +168,7 @@ static const char *key_str(const char *k)
 #define DOT(where) (where)[0] ? "." : ""
 
 int catalog_check_members(struct json_object *o, const char *where, const char *const allowed[],
-                          struct catalog_error *err)
+                          struct slate_error *err)
 {
 	json_object_object_foreach (o, k, v) {
 		bool known = false;
@@ -178,29 +178,29 @@ int catalog_check_members(struct json_object *o, const char *where, const char *
 			if (streq(k, allowed[i]))
 				known = true;
 		if (!known)
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s%sunknown member \"%s\"", where,
-			                         where[0] ? ": " : "", key_str(k));
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s%sunknown member \"%s\"", where,
+			                       where[0] ? ": " : "", key_str(k));
 	}
 	return 0;
 }
 
-static int field_error(struct catalog_error *err, int r, const char *where, const char *key,
+static int field_error(struct slate_error *err, int r, const char *where, const char *key,
                        const char *what)
 {
 	if (r == -ENOENT)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s%s%s: missing", where,
-		                         DOT(where), key);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s%s%s: missing", where,
+		                       DOT(where), key);
 	if (r == SLATE_ERR_JSON_TYPE)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s%s%s: not %s", where,
-		                         DOT(where), key, what);
-	return catalog_error_set(err, r == -ERANGE ? SLATE_ERR_INVALID_FORMAT : r, "%s%s%s: %s",
-	                         where, DOT(where), key,
-	                         r == -ERANGE ? "out of range" : slate_strerror(r));
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s%s%s: not %s", where,
+		                       DOT(where), key, what);
+	return slate_error_set(err, r == -ERANGE ? SLATE_ERR_INVALID_FORMAT : r, "%s%s%s: %s",
+	                       where, DOT(where), key,
+	                       r == -ERANGE ? "out of range" : slate_strerror(r));
 }
 
 int catalog_get_text(struct json_object *o, const char *where, const char *key, bool required,
-                     size_t max, enum text_kind kind, const char **ret, struct catalog_error *err)
+                     size_t max, enum text_kind kind, const char **ret, struct slate_error *err)
 {
 	const char *s = NULL;
 	int r;
@@ -211,11 +211,11 @@ int catalog_get_text(struct json_object *o, const char *where, const char *key, 
 	if (r < 0)
 		return field_error(err, r, where, key, "a string");
 	if (strlen(s) > max)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s%s%s: longer than %zu bytes", where, DOT(where), key,
-		                         max);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s%s%s: longer than %zu bytes", where, DOT(where), key,
+		                       max);
 	if (!text_ok(s, kind))
-		return catalog_error_set(
+		return slate_error_set(
 		        err, SLATE_ERR_INVALID_FORMAT, "%s%s%s: %s", where, DOT(where), key,
 		        kind == TEXT_URL       ? "empty, or not printable ASCII without spaces"
 		        : kind == TEXT_CMDLINE ? "contains characters other than printable ASCII"
@@ -225,7 +225,7 @@ int catalog_get_text(struct json_object *o, const char *where, const char *key, 
 }
 
 static int dup_text(struct json_object *o, const char *where, const char *key, size_t max,
-                    enum text_kind kind, char **ret, struct catalog_error *err)
+                    enum text_kind kind, char **ret, struct slate_error *err)
 {
 	const char *s = NULL;
 	char *d;
@@ -242,7 +242,7 @@ static int dup_text(struct json_object *o, const char *where, const char *key, s
 }
 
 int catalog_get_int(struct json_object *o, const char *where, const char *key, int64_t min,
-                    int64_t *ret, struct catalog_error *err)
+                    int64_t *ret, struct slate_error *err)
 {
 	int64_t v = 0;
 	int r;
@@ -251,15 +251,15 @@ int catalog_get_int(struct json_object *o, const char *where, const char *key, i
 	if (r < 0)
 		return field_error(err, r, where, key, "an integer");
 	if (v < min)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s%s%s: %" PRId64 " is below the minimum %" PRId64, where,
-		                         DOT(where), key, v, min);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s%s%s: %" PRId64 " is below the minimum %" PRId64, where,
+		                       DOT(where), key, v, min);
 	*ret = v;
 	return 0;
 }
 
 int catalog_get_time(struct json_object *o, const char *where, const char *key, int64_t *ret,
-                     struct catalog_error *err)
+                     struct slate_error *err)
 {
 	const char *s = NULL;
 	int r;
@@ -268,22 +268,22 @@ int catalog_get_time(struct json_object *o, const char *where, const char *key, 
 	if (r < 0)
 		return r;
 	if (catalog_time_parse(s, ret) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s%s%s: \"%s\" is not an RFC 3339 UTC time of the form "
-		                         "YYYY-MM-DDTHH:MM:SSZ",
-		                         where, DOT(where), key, s);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s%s%s: \"%s\" is not an RFC 3339 UTC time of the form "
+		                       "YYYY-MM-DDTHH:MM:SSZ",
+		                       where, DOT(where), key, s);
 	return 0;
 }
 
 static int get_object(struct json_object *o, const char *where, const char *key,
-                      struct json_object **ret, struct catalog_error *err)
+                      struct json_object **ret, struct slate_error *err)
 {
 	int r = json_get_object(o, key, ret);
 	return r < 0 ? field_error(err, r, where, key, "an object") : 0;
 }
 
 int catalog_get_sha256(struct json_object *o, const char *where, struct catalog_artifact *a,
-                       struct catalog_error *err)
+                       struct slate_error *err)
 {
 	const char *s = NULL;
 	int r;
@@ -296,13 +296,13 @@ int catalog_get_sha256(struct json_object *o, const char *where, struct catalog_
 	memcpy(a->sha256_hex, s, 65);
 	return 0;
 bad:
-	return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-	                         "%s.sha256: not 64 lowercase hexadecimal digits", where);
+	return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+	                       "%s.sha256: not 64 lowercase hexadecimal digits", where);
 }
 
 /* url, sha256 and size; the caller checks the object's members. */
 static int parse_artifact(struct json_object *o, const char *where, struct catalog_artifact *a,
-                          struct catalog_error *err)
+                          struct slate_error *err)
 {
 	int64_t size = 0;
 	int r;
@@ -321,7 +321,7 @@ static int parse_artifact(struct json_object *o, const char *where, struct catal
 }
 
 static int parse_file_artifact(struct json_object *parent, const char *where, const char *key,
-                               struct catalog_artifact *a, struct catalog_error *err)
+                               struct catalog_artifact *a, struct slate_error *err)
 {
 	static const char *const members[] = {"url", "sha256", "size", NULL};
 	struct json_object *o = NULL;
@@ -339,7 +339,7 @@ static int parse_file_artifact(struct json_object *parent, const char *where, co
 }
 
 static int parse_enum(struct json_object *o, const char *where, const char *key,
-                      const char *const names[], int *ret, struct catalog_error *err)
+                      const char *const names[], int *ret, struct slate_error *err)
 {
 	const char *s = NULL;
 	int r;
@@ -352,12 +352,12 @@ static int parse_enum(struct json_object *o, const char *where, const char *key,
 			*ret = i;
 			return 0;
 		}
-	return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s.%s: unknown value \"%s\"",
-	                         where, key, s);
+	return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s.%s: unknown value \"%s\"", where,
+	                       key, s);
 }
 
 static int parse_disk(struct json_object *parent, const char *where, struct catalog_image *img,
-                      struct catalog_error *err)
+                      struct slate_error *err)
 {
 	static const char *const members[] = {"url",         "sha256", "size", "uncompressedSize",
 	                                      "compression", "format", NULL};
@@ -393,15 +393,15 @@ static int parse_disk(struct json_object *parent, const char *where, struct cata
 	img->format = (enum catalog_disk_format)v;
 	if (img->compression == CATALOG_COMPRESSION_NONE &&
 	    img->uncompressed_size != img->disk.size)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s: uncompressedSize must equal size when compression is "
-		                         "\"none\"",
-		                         w);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s: uncompressedSize must equal size when compression is "
+		                       "\"none\"",
+		                       w);
 	return 0;
 }
 
 static int parse_boot(struct json_object *parent, const char *where, struct catalog_image *img,
-                      struct catalog_error *err)
+                      struct slate_error *err)
 {
 	static const char *const firmware_members[] = {"type", NULL};
 	static const char *const kernel_members[] = {"type", "kernel", "initrd", "cmdline", NULL};
@@ -448,7 +448,7 @@ static bool uuid_ok(const char *s)
 }
 
 static int parse_steps(struct json_object *parent, const char *where, struct catalog_image *img,
-                       struct catalog_error *err)
+                       struct slate_error *err)
 {
 	static const char *const members[] = {"uuid", "seq", "description", "command", NULL};
 	struct json_object *a = NULL;
@@ -462,9 +462,9 @@ static int parse_steps(struct json_object *parent, const char *where, struct cat
 		return field_error(err, r, where, "postinstall", "an array");
 	n = json_object_array_length(a);
 	if (n > CATALOG_MAX_STEPS)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s.postinstall: more than %u steps", where,
-		                         CATALOG_MAX_STEPS);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s.postinstall: more than %u steps", where,
+		                       CATALOG_MAX_STEPS);
 	if (n == 0)
 		return 0;
 	img->steps = calloc(n, sizeof(*img->steps));
@@ -478,8 +478,8 @@ static int parse_steps(struct json_object *parent, const char *where, struct cat
 
 		(void)snprintf(w, sizeof(w), "%s.postinstall[%zu]", where, i);
 		if (!json_object_is_type(o, json_type_object))
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object",
-			                         w);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object",
+			                       w);
 		img->n_steps = i + 1;
 		r = catalog_check_members(o, w, members, err);
 		if (r < 0)
@@ -488,23 +488,23 @@ static int parse_steps(struct json_object *parent, const char *where, struct cat
 		if (r < 0)
 			return r;
 		if (!uuid_ok(uuid))
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.uuid: \"%s\" is not a lowercase RFC 4122 UUID",
-			                         w, uuid);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.uuid: \"%s\" is not a lowercase RFC 4122 UUID",
+			                       w, uuid);
 		memcpy(st->uuid, uuid, sizeof(st->uuid));
 		for (size_t j = 0; j < i; j++)
 			if (streq(img->steps[j].uuid, st->uuid))
-				return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-				                         "%s.uuid: %s is used by step %zu too", w,
-				                         st->uuid, j);
+				return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+				                       "%s.uuid: %s is used by step %zu too", w,
+				                       st->uuid, j);
 		r = catalog_get_int(o, w, "seq", 0, &st->seq, err);
 		if (r < 0)
 			return r;
 		if (i > 0 && st->seq <= img->steps[i - 1].seq)
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.seq: %" PRId64
-			                         " is not above the previous step's %" PRId64,
-			                         w, st->seq, img->steps[i - 1].seq);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.seq: %" PRId64
+			                       " is not above the previous step's %" PRId64,
+			                       w, st->seq, img->steps[i - 1].seq);
 		r = dup_text(o, w, "description", CATALOG_TEXT_MAX, TEXT_PLAIN, &st->description,
 		             err);
 		if (r < 0)
@@ -513,14 +513,14 @@ static int parse_steps(struct json_object *parent, const char *where, struct cat
 		if (r < 0)
 			return r;
 		if (!st->command[0])
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s.command: empty",
-			                         w);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s.command: empty",
+			                       w);
 	}
 	return 0;
 }
 
 static int parse_image(struct json_object *o, size_t idx, struct catalog *c,
-                       struct catalog_image *img, struct catalog_error *err)
+                       struct catalog_image *img, struct slate_error *err)
 {
 	static const char *const members[] = {"id",   "version",     "description", "disk",
 	                                      "boot", "postinstall", NULL};
@@ -529,7 +529,7 @@ static int parse_image(struct json_object *o, size_t idx, struct catalog *c,
 
 	(void)snprintf(w, sizeof(w), "images[%zu]", idx);
 	if (!json_object_is_type(o, json_type_object))
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object", w);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object", w);
 	r = catalog_check_members(o, w, members, err);
 	if (r < 0)
 		return r;
@@ -537,15 +537,14 @@ static int parse_image(struct json_object *o, size_t idx, struct catalog *c,
 	if (r < 0)
 		return r;
 	if (catalog_id_check(img->id) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s.id: \"%s\" does not match [a-z0-9][a-z0-9._-]{0,63} "
-		                         "(without \"..\")",
-		                         w, img->id);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s.id: \"%s\" does not match [a-z0-9][a-z0-9._-]{0,63} "
+		                       "(without \"..\")",
+		                       w, img->id);
 	for (size_t j = 0; j < idx; j++)
 		if (streq(c->images[j].id, img->id))
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.id: \"%s\" is also images[%zu]", w, img->id,
-			                         j);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.id: \"%s\" is also images[%zu]", w, img->id, j);
 	r = catalog_get_int(o, w, "version", 1, &img->version, err);
 	if (r < 0)
 		return r;
@@ -561,7 +560,7 @@ static int parse_image(struct json_object *o, size_t idx, struct catalog *c,
 	return parse_steps(o, w, img, err);
 }
 
-static int parse_keys(struct json_object *top, struct catalog *c, struct catalog_error *err)
+static int parse_keys(struct json_object *top, struct catalog *c, struct slate_error *err)
 {
 	static const char *const members[] = {"type", "key", "comment", NULL};
 	struct json_object *a = NULL;
@@ -575,8 +574,8 @@ static int parse_keys(struct json_object *top, struct catalog *c, struct catalog
 		return field_error(err, r, "", "keys", "an array");
 	n = json_object_array_length(a);
 	if (n > CATALOG_MAX_KEYS)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "keys: more than %u keys",
-		                         CATALOG_MAX_KEYS);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "keys: more than %u keys",
+		                       CATALOG_MAX_KEYS);
 	if (n == 0)
 		return 0;
 	c->keys = calloc(n, sizeof(*c->keys));
@@ -590,8 +589,8 @@ static int parse_keys(struct json_object *top, struct catalog *c, struct catalog
 
 		(void)snprintf(w, sizeof(w), "keys[%zu]", i);
 		if (!json_object_is_type(o, json_type_object))
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object",
-			                         w);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s: not an object",
+			                       w);
 		r = catalog_check_members(o, w, members, err);
 		if (r < 0)
 			return r;
@@ -599,8 +598,8 @@ static int parse_keys(struct json_object *top, struct catalog *c, struct catalog
 		if (r < 0)
 			return r;
 		if (!streq(type, "ed25519"))
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.type: unknown key type \"%s\"", w, type);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.type: unknown key type \"%s\"", w, type);
 		r = catalog_get_text(o, w, "key", true, 64, TEXT_URL, &b64, err);
 		if (r < 0)
 			return r;
@@ -609,23 +608,23 @@ static int parse_keys(struct json_object *top, struct catalog *c, struct catalog
 		if (r < 0)
 			return r;
 		if (sign_base64_decode(b64, strlen(b64), raw, sizeof(raw)) < 0)
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.key: not 32 bytes of base64", w);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.key: not 32 bytes of base64", w);
 		r = sign_public_key_from_raw(raw, comment, &c->keys[i]);
 		if (r < 0)
-			return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-			                         "%s.key: not a valid Ed25519 public key", w);
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "%s.key: not a valid Ed25519 public key", w);
 		for (size_t j = 0; j < i; j++)
 			if (streq(c->keys[j].id, c->keys[i].id))
-				return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-				                         "%s: key %s is also keys[%zu]", w,
-				                         c->keys[i].id, j);
+				return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+				                       "%s: key %s is also keys[%zu]", w,
+				                       c->keys[i].id, j);
 		c->n_keys = i + 1;
 	}
 	return 0;
 }
 
-static int parse_top(struct json_object *top, struct catalog *c, struct catalog_error *err)
+static int parse_top(struct json_object *top, struct catalog *c, struct slate_error *err)
 {
 	static const char *const members[] = {"format",  "formatVersion", "channel",
 	                                      "version", "signedAt",      "expires",
@@ -641,18 +640,17 @@ static int parse_top(struct json_object *top, struct catalog *c, struct catalog_
 	if (r < 0)
 		return r;
 	if (!streq(format, CATALOG_FORMAT))
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "format: \"%s\" is not \"" CATALOG_FORMAT "\"", format);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "format: \"%s\" is not \"" CATALOG_FORMAT "\"", format);
 	r = catalog_get_int(top, "", "formatVersion", 0, &fv, err);
 	if (r < 0)
 		return r;
 	/* Before the member check, so a newer catalog says why we cannot read it. */
 	if (fv != CATALOG_FORMAT_VERSION)
-		return catalog_error_set(err, SLATE_ERR_PROTOCOL_VERSION,
-		                         "formatVersion %" PRId64
-		                         " is not supported (this is format "
-		                         "version %d)",
-		                         fv, CATALOG_FORMAT_VERSION);
+		return slate_error_set(err, SLATE_ERR_PROTOCOL_VERSION,
+		                       "formatVersion %" PRId64 " is not supported (this is format "
+		                       "version %d)",
+		                       fv, CATALOG_FORMAT_VERSION);
 	r = catalog_check_members(top, "", members, err);
 	if (r < 0)
 		return r;
@@ -660,10 +658,10 @@ static int parse_top(struct json_object *top, struct catalog *c, struct catalog_
 	if (r < 0)
 		return r;
 	if (sign_channel_check(c->channel) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "channel: \"%s\" does not match [a-z0-9][a-z0-9._-]{0,63} "
-		                         "(without \"..\")",
-		                         c->channel);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "channel: \"%s\" does not match [a-z0-9][a-z0-9._-]{0,63} "
+		                       "(without \"..\")",
+		                       c->channel);
 	r = catalog_get_int(top, "", "version", 1, &c->version, err);
 	if (r < 0)
 		return r;
@@ -674,16 +672,16 @@ static int parse_top(struct json_object *top, struct catalog *c, struct catalog_
 	if (r < 0)
 		return r;
 	if (c->expires <= c->signed_at)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "expires: not after signedAt");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "expires: not after signedAt");
 
 	r = json_get_array(top, "images", &images);
 	if (r < 0)
 		return field_error(err, r, "", "images", "an array");
 	n = json_object_array_length(images);
 	if (n > CATALOG_MAX_IMAGES)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "images: more than %u images", CATALOG_MAX_IMAGES);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "images: more than %u images",
+		                       CATALOG_MAX_IMAGES);
 	if (n > 0) {
 		c->images = calloc(n, sizeof(*c->images));
 		if (!c->images)
@@ -726,7 +724,7 @@ void catalog_free(struct catalog *c)
 	free(c);
 }
 
-int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct catalog_error *err)
+int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct slate_error *err)
 {
 	_cleanup_catalog_ struct catalog *c = NULL;
 	_cleanup_json_ struct json_object *top = NULL;
@@ -735,20 +733,20 @@ int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct
 	if (!bytes && len > 0)
 		return -EINVAL;
 	if (len > CATALOG_MAX_SIZE)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-		                         "catalog is %zu bytes, more than the %u allowed", len,
-		                         CATALOG_MAX_SIZE);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+		                       "catalog is %zu bytes, more than the %u allowed", len,
+		                       CATALOG_MAX_SIZE);
 	r = json_parse_object((const char *)bytes, len, CATALOG_MAX_SIZE, &top);
 	if (r == SLATE_ERR_JSON_TYPE)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "malformed catalog: not a JSON object");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "malformed catalog: not a JSON object");
 	if (r < 0)
-		return catalog_error_set(err, r == -ENOMEM ? r : SLATE_ERR_INVALID_FORMAT,
-		                         "malformed catalog: not strict JSON (%s)",
-		                         slate_strerror(r));
+		return slate_error_set(err, r == -ENOMEM ? r : SLATE_ERR_INVALID_FORMAT,
+		                       "malformed catalog: not strict JSON (%s)",
+		                       slate_strerror(r));
 	if (!json_members_unique((const char *)bytes, len, top))
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "malformed catalog: an object has a member twice");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "malformed catalog: an object has a member twice");
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -756,13 +754,9 @@ int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct
 	r = parse_top(top, c, err);
 	if (r < 0) {
 		if (r == -ENOMEM)
-			(void)catalog_error_set(err, r, "out of memory");
-		else if (err && r != SLATE_ERR_PROTOCOL_VERSION) {
-			char why[sizeof(err->message)];
-
-			memcpy(why, err->message, sizeof(why));
-			(void)catalog_error_set(err, r, "malformed catalog: %s", why);
-		}
+			(void)slate_error_set(err, r, "out of memory");
+		else if (r != SLATE_ERR_PROTOCOL_VERSION)
+			(void)slate_error_wrap(err, r, "malformed catalog");
 		return r;
 	}
 	c->bytes = malloc(len ? len : 1);

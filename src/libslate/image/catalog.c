@@ -44,26 +44,26 @@ struct catalog_artifact_check {
 
 /* The rollback rules, shared by catalog_verify() and catalog_state_accept(). */
 static int check_rollback(const struct catalog_state *last, const struct catalog *c,
-                          struct catalog_error *err)
+                          struct slate_error *err)
 {
 	if (!last || !streq(last->channel, c->channel))
 		return 0;
 	if (c->version < last->version)
-		return catalog_error_set(err, SLATE_ERR_ROLLBACK,
-		                         "rollback: catalog version %" PRId64
-		                         " is older than the last accepted version %" PRId64,
-		                         c->version, last->version);
+		return slate_error_set(err, SLATE_ERR_ROLLBACK,
+		                       "rollback: catalog version %" PRId64
+		                       " is older than the last accepted version %" PRId64,
+		                       c->version, last->version);
 	if (c->version == last->version && sodium_memcmp(c->sha256, last->sha256, 32) != 0)
-		return catalog_error_set(err, SLATE_ERR_VERSION_REUSED,
-		                         "catalog version %" PRId64
-		                         " was already accepted with different contents",
-		                         c->version);
+		return slate_error_set(err, SLATE_ERR_VERSION_REUSED,
+		                       "catalog version %" PRId64
+		                       " was already accepted with different contents",
+		                       c->version);
 	return 0;
 }
 
 int catalog_verify(const struct catalog_trust *trust, const char *channel, const uint8_t *bytes,
                    size_t len, const uint8_t *sig, size_t sig_len, const struct catalog_state *last,
-                   int64_t now, struct catalog **ret, struct catalog_error *err)
+                   int64_t now, struct catalog **ret, struct slate_error *err)
 {
 	_cleanup_catalog_ struct catalog *c = NULL;
 	const struct sign_public_key *k;
@@ -73,45 +73,43 @@ int catalog_verify(const struct catalog_trust *trust, const char *channel, const
 	int r;
 
 	if (!trust || (!bytes && len > 0))
-		return catalog_error_set(err, -EINVAL, "invalid arguments");
+		return slate_error_set(err, -EINVAL, "invalid arguments");
 	if (sign_channel_check(channel) < 0)
-		return catalog_error_set(err, -EINVAL, "invalid channel name");
+		return slate_error_set(err, -EINVAL, "invalid channel name");
 	/* Endless data: before the signature check, which would otherwise hash all of it. */
 	if (len > CATALOG_MAX_SIZE)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-		                         "catalog is %zu bytes, more than the %u allowed", len,
-		                         CATALOG_MAX_SIZE);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+		                       "catalog is %zu bytes, more than the %u allowed", len,
+		                       CATALOG_MAX_SIZE);
 	if (!sig || sig_len == 0)
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_MISSING,
-		                         "catalog is not signed (no signature)");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_MISSING,
+		                       "catalog is not signed (no signature)");
 	r = sign_signature_parse(sig, sig_len, key_id, raw, err);
 	if (r < 0)
 		return r;
 	k = catalog_trust_find(trust, key_id);
 	if (!k)
-		return catalog_error_set(err, SLATE_ERR_KEY_NOT_TRUSTED,
-		                         "signed by key %s, which is not trusted", key_id);
+		return slate_error_set(err, SLATE_ERR_KEY_NOT_TRUSTED,
+		                       "signed by key %s, which is not trusted", key_id);
 	r = sign_verify_detached(k, channel, bytes, len, raw);
 	if (r == SLATE_ERR_SIGNATURE_INVALID)
-		return catalog_error_set(
-		        err, r,
-		        "bad signature by key %s for channel \"%s\" (the catalog "
-		        "changed after signing, or was signed for another channel)",
-		        key_id, channel);
+		return slate_error_set(err, r,
+		                       "bad signature by key %s for channel \"%s\" (the catalog "
+		                       "changed after signing, or was signed for another channel)",
+		                       key_id, channel);
 	if (r < 0)
-		return catalog_error_set(err, r, "cannot verify: %s", slate_strerror(r));
+		return slate_error_errno(err, r, "cannot verify");
 
 	r = catalog_parse(bytes, len, &c, err);
 	if (r < 0)
 		return r;
 	if (!streq(c->channel, channel))
-		return catalog_error_set(err, SLATE_ERR_WRONG_CHANNEL,
-		                         "catalog is for channel \"%s\", not \"%s\"", c->channel,
-		                         channel);
+		return slate_error_set(err, SLATE_ERR_WRONG_CHANNEL,
+		                       "catalog is for channel \"%s\", not \"%s\"", c->channel,
+		                       channel);
 	if (now >= c->expires)
-		return catalog_error_set(
-		        err, SLATE_ERR_EXPIRED, "catalog expired at %s (now is %s)",
-		        catalog_time_str(c->expires, t1), catalog_time_str(now, t2));
+		return slate_error_set(err, SLATE_ERR_EXPIRED, "catalog expired at %s (now is %s)",
+		                       catalog_time_str(c->expires, t1), catalog_time_str(now, t2));
 	r = check_rollback(last, c, err);
 	if (r < 0)
 		return r;
@@ -181,7 +179,7 @@ static int only_pub(const struct dirent *de)
 }
 
 static int add_key_file(struct catalog_trust *t, int dirfd, const char *name, const char *shown,
-                        struct catalog_error *err)
+                        struct slate_error *err)
 {
 	struct sign_public_key k;
 	int r;
@@ -191,13 +189,13 @@ static int add_key_file(struct catalog_trust *t, int dirfd, const char *name, co
 		return r;
 	r = catalog_trust_add(t, &k);
 	if (r < 0)
-		return catalog_error_set(err, r, "%s: key ID %s is taken by another trusted key",
-		                         shown, k.id);
+		return slate_error_set(err, r, "%s: key ID %s is taken by another trusted key",
+		                       shown, k.id);
 	return 0;
 }
 
 int catalog_trust_add_path(struct catalog_trust *t, int dirfd, const char *path,
-                           struct catalog_error *err)
+                           struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1;
 	struct dirent **names = NULL;
@@ -208,24 +206,26 @@ int catalog_trust_add_path(struct catalog_trust *t, int dirfd, const char *path,
 	if (!path || !*path)
 		return -EINVAL;
 	if (fstatat(dirfd, path, &st, 0) < 0)
-		return catalog_error_set(err, -errno, "%s: %m", path);
+		return slate_error_errno(err, -errno, "%s", path);
 	if (!S_ISDIR(st.st_mode))
 		return add_key_file(t, dirfd, path, path, err);
 
 	dfd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return catalog_error_set(err, -errno, "%s: %m", path);
+		return slate_error_errno(err, -errno, "%s", path);
 	n = scandirat(dfd, ".", &names, only_pub, alphasort);
 	if (n < 0)
-		return catalog_error_set(err, -errno, "%s: %m", path);
+		return slate_error_errno(err, -errno, "%s", path);
 	for (int i = 0; i < n; i++) {
 		if (r == 0) {
 			_cleanup_free_ char *shown = fs_path_join(path, names[i]->d_name);
-			struct catalog_error e = {};
+			struct slate_error e = {};
 
 			r = add_key_file(t, dfd, names[i]->d_name, shown ? shown : path, &e);
 			if (r < 0)
-				(void)catalog_error_set(err, r, "%s/%s", path, e.message);
+				(void)slate_error_set(err, r, "%s/%s", path,
+				                      e.code ? slate_error_text(&e)
+				                             : slate_strerror(r));
 		}
 		free(names[i]);
 	}
@@ -248,8 +248,7 @@ static int open_state_dir(int state_dirfd, bool create, int *ret_fd)
 	return 0;
 }
 
-int catalog_trust_add_state_keys(struct catalog_trust *t, int state_dirfd,
-                                 struct catalog_error *err)
+int catalog_trust_add_state_keys(struct catalog_trust *t, int state_dirfd, struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1;
 	struct stat st;
@@ -259,12 +258,11 @@ int catalog_trust_add_state_keys(struct catalog_trust *t, int state_dirfd,
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR ": %s", slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR);
 	if (fstatat(dfd, KEYS_DIR, &st, 0) < 0)
-		return errno == ENOENT
-		               ? 0
-		               : catalog_error_set(err, -errno,
-		                                   CATALOG_STATE_SUBDIR "/" KEYS_DIR ": %m");
+		return errno == ENOENT ? 0
+		                       : slate_error_set(err, -errno,
+		                                         CATALOG_STATE_SUBDIR "/" KEYS_DIR ": %m");
 	return catalog_trust_add_path(t, dfd, KEYS_DIR, err);
 }
 
@@ -279,7 +277,7 @@ int catalog_state_lock(int state_dirfd, int *ret_fd)
 	return fs_lock_at(dfd, ".lock", ret_fd);
 }
 
-static int state_load_at(int dfd, struct catalog_state *ret, struct catalog_error *err)
+static int state_load_at(int dfd, struct catalog_state *ret, struct slate_error *err)
 {
 	static const char *const members[] = {"format", "formatVersion", "channel",    "version",
 	                                      "sha256", "keyId",         "acceptedAt", NULL};
@@ -295,13 +293,12 @@ static int state_load_at(int dfd, struct catalog_state *ret, struct catalog_erro
 	if (r == -ENOENT)
 		return -ENOENT;
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR "/" STATE_FILE ": %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR "/" STATE_FILE);
 	r = json_parse_object((const char *)buf_ptr(b), buf_len(b), STATE_FILE_MAX, &o);
 	if (r < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         CATALOG_STATE_SUBDIR "/" STATE_FILE ": %s",
-		                         slate_strerror(r));
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       CATALOG_STATE_SUBDIR "/" STATE_FILE ": %s",
+		                       slate_strerror(r));
 	if ((r = catalog_check_members(o, STATE_FILE, members, err)) < 0 ||
 	    (r = catalog_get_text(o, STATE_FILE, "format", true, 64, TEXT_URL, &format, err)) < 0 ||
 	    (r = catalog_get_int(o, STATE_FILE, "formatVersion", 0, &fv, err)) < 0 ||
@@ -315,10 +312,10 @@ static int state_load_at(int dfd, struct catalog_state *ret, struct catalog_erro
 		return r;
 	if (!streq(format, STATE_FORMAT) || fv != STATE_FORMAT_VERSION ||
 	    sign_channel_check(channel) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         CATALOG_STATE_SUBDIR "/" STATE_FILE
-		                                              ": not a version %d catalog state",
-		                         STATE_FORMAT_VERSION);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       CATALOG_STATE_SUBDIR "/" STATE_FILE
+		                                            ": not a version %d catalog state",
+		                       STATE_FORMAT_VERSION);
 	memcpy(s.channel, channel, strlen(channel) + 1);
 	memcpy(s.key_id, key_id, strlen(key_id) + 1);
 	memcpy(s.sha256, a.sha256, sizeof(s.sha256));
@@ -326,7 +323,7 @@ static int state_load_at(int dfd, struct catalog_state *ret, struct catalog_erro
 	return 0;
 }
 
-int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct catalog_error *err)
+int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1;
 	int r;
@@ -335,7 +332,7 @@ int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct catalo
 	if (r == -ENOENT)
 		return -ENOENT;
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR ": %s", slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR);
 	return state_load_at(dfd, ret, err);
 }
 
@@ -394,7 +391,7 @@ static int state_json(const struct catalog *c, int64_t now, char **ret)
 }
 
 int catalog_state_accept(int state_dirfd, const struct catalog *c, int64_t now,
-                         struct catalog_error *err)
+                         struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1, kfd = -1;
 	_cleanup_free_ char *state = NULL;
@@ -402,10 +399,10 @@ int catalog_state_accept(int state_dirfd, const struct catalog *c, int64_t now,
 	int r;
 
 	if (!c || !c->sig || !c->key_id[0] || !c->bytes)
-		return catalog_error_set(err, -EINVAL, "only a verified catalog can be accepted");
+		return slate_error_set(err, -EINVAL, "only a verified catalog can be accepted");
 	r = open_state_dir(state_dirfd, true, &dfd);
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR ": %s", slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR);
 	r = state_load_at(dfd, &last, err);
 	if (r < 0 && r != -ENOENT)
 		return r;
@@ -414,25 +411,23 @@ int catalog_state_accept(int state_dirfd, const struct catalog *c, int64_t now,
 		return r;
 	r = state_json(c, now, &state);
 	if (r < 0)
-		return catalog_error_set(err, r, "cannot record the state: %s", slate_strerror(r));
+		return slate_error_errno(err, r, "cannot record the state");
 
 	if (mkdirat(dfd, KEYS_DIR, 0755) < 0 && errno != EEXIST)
-		return catalog_error_set(err, -errno, CATALOG_STATE_SUBDIR "/" KEYS_DIR ": %m");
+		return slate_error_errno(err, -errno, CATALOG_STATE_SUBDIR "/" KEYS_DIR);
 	kfd = openat(dfd, KEYS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (kfd < 0)
-		return catalog_error_set(err, -errno, CATALOG_STATE_SUBDIR "/" KEYS_DIR ": %m");
+		return slate_error_errno(err, -errno, CATALOG_STATE_SUBDIR "/" KEYS_DIR);
 	/* Keys the new catalog drops stop being trusted before it is committed... */
 	r = keys_remove_unlisted(kfd, c);
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR "/" KEYS_DIR ": %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR "/" KEYS_DIR);
 
 	/* state.json last: it is what a later verification compares against. */
 	if ((r = fs_write_atomic_at(dfd, CURRENT_SIG_FILE, c->sig, c->sig_len, 0644)) < 0 ||
 	    (r = fs_write_atomic_at(dfd, CURRENT_FILE, c->bytes, c->len, 0644)) < 0 ||
 	    (r = fs_write_atomic_at(dfd, STATE_FILE, state, strlen(state), 0644)) < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR ": cannot write: %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR ": cannot write");
 
 	/* ...and keys it introduces are trusted only after it is. */
 	for (size_t i = 0; i < c->n_keys; i++) {
@@ -441,18 +436,17 @@ int catalog_state_accept(int state_dirfd, const struct catalog *c, int64_t now,
 
 		r = sign_public_key_format(&c->keys[i], &text);
 		if (r < 0)
-			return catalog_error_set(err, r, "%s", slate_strerror(r));
+			return slate_error_set(err, r, "%s", slate_strerror(r));
 		(void)snprintf(name, sizeof(name), "%s.pub", c->keys[i].id);
 		r = fs_write_atomic_at(kfd, name, text, strlen(text), 0644);
 		if (r < 0)
-			return catalog_error_set(err, r,
-			                         CATALOG_STATE_SUBDIR "/" KEYS_DIR "/%s: %s", name,
-			                         slate_strerror(r));
+			return slate_error_errno(err, r, CATALOG_STATE_SUBDIR "/" KEYS_DIR "/%s",
+			                         name);
 	}
 	return 0;
 }
 
-int catalog_state_load_current(int state_dirfd, struct catalog **ret, struct catalog_error *err)
+int catalog_state_load_current(int state_dirfd, struct catalog **ret, struct slate_error *err)
 {
 	_cleanup_close_ int dfd = -1;
 	_cleanup_buf_ struct buf *b = NULL, *sb = NULL;
@@ -463,27 +457,25 @@ int catalog_state_load_current(int state_dirfd, struct catalog **ret, struct cat
 
 	r = open_state_dir(state_dirfd, false, &dfd);
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR ": %s", slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR);
 	r = state_load_at(dfd, &s, err);
 	if (r == -ENOENT)
-		return catalog_error_set(err, r, "no catalog was accepted yet");
+		return slate_error_set(err, r, "no catalog was accepted yet");
 	if (r < 0)
 		return r;
 	r = fs_read_file_at(dfd, CURRENT_FILE, CATALOG_MAX_SIZE, &b);
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR "/" CURRENT_FILE ": %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR "/" CURRENT_FILE);
 	crypto_hash_sha256(h, buf_ptr(b), buf_len(b));
 	if (memcmp(h, s.sha256, sizeof(h)) != 0)
-		return catalog_error_set(
+		return slate_error_set(
 		        err, SLATE_ERR_DIGEST_MISMATCH,
 		        CATALOG_STATE_SUBDIR
 		        "/" CURRENT_FILE " is not the catalog " STATE_FILE
 		        " records (an interrupted update?); update the catalog again");
 	r = fs_read_file_at(dfd, CURRENT_SIG_FILE, SIGN_SIG_FILE_MAX, &sb);
 	if (r < 0)
-		return catalog_error_set(err, r, CATALOG_STATE_SUBDIR "/" CURRENT_SIG_FILE ": %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, CATALOG_STATE_SUBDIR "/" CURRENT_SIG_FILE);
 	r = catalog_parse(buf_ptr(b), buf_len(b), &c, err);
 	if (r < 0)
 		return r;
@@ -526,49 +518,49 @@ void catalog_artifact_check_free(struct catalog_artifact_check *c)
 }
 
 int catalog_artifact_check_update(struct catalog_artifact_check *c, const void *p, size_t n,
-                                  struct catalog_error *err)
+                                  struct slate_error *err)
 {
 	if (c->failed)
-		return catalog_error_set(err, SLATE_ERR_SIZE_MISMATCH,
-		                         "more than the declared %" PRIu64 " bytes", c->size);
+		return slate_error_set(err, SLATE_ERR_SIZE_MISMATCH,
+		                       "more than the declared %" PRIu64 " bytes", c->size);
 	/* Refused before a byte of the excess is hashed or handed on. */
 	if (n > c->size - c->done) {
 		c->failed = true;
-		return catalog_error_set(err, SLATE_ERR_SIZE_MISMATCH,
-		                         "more than the declared %" PRIu64 " bytes", c->size);
+		return slate_error_set(err, SLATE_ERR_SIZE_MISMATCH,
+		                       "more than the declared %" PRIu64 " bytes", c->size);
 	}
 	if (n > 0 && EVP_DigestUpdate(c->md, p, n) != 1)
-		return catalog_error_set(err, SLATE_ERR_CRYPTO, "SHA-256 failed");
+		return slate_error_set(err, SLATE_ERR_CRYPTO, "SHA-256 failed");
 	c->done += n;
 	return 0;
 }
 
-int catalog_artifact_check_final(struct catalog_artifact_check *c, struct catalog_error *err)
+int catalog_artifact_check_final(struct catalog_artifact_check *c, struct slate_error *err)
 {
 	uint8_t h[EVP_MAX_MD_SIZE];
 	unsigned hlen = 0;
 	char hex[65];
 
 	if (c->failed)
-		return catalog_error_set(err, SLATE_ERR_SIZE_MISMATCH,
-		                         "more than the declared %" PRIu64 " bytes", c->size);
+		return slate_error_set(err, SLATE_ERR_SIZE_MISMATCH,
+		                       "more than the declared %" PRIu64 " bytes", c->size);
 	if (c->done != c->size)
-		return catalog_error_set(err, SLATE_ERR_SIZE_MISMATCH,
-		                         "%" PRIu64 " bytes, fewer than the declared %" PRIu64,
-		                         c->done, c->size);
+		return slate_error_set(err, SLATE_ERR_SIZE_MISMATCH,
+		                       "%" PRIu64 " bytes, fewer than the declared %" PRIu64,
+		                       c->done, c->size);
 	if (EVP_DigestFinal_ex(c->md, h, &hlen) != 1 || hlen != 32)
-		return catalog_error_set(err, SLATE_ERR_CRYPTO, "SHA-256 failed");
+		return slate_error_set(err, SLATE_ERR_CRYPTO, "SHA-256 failed");
 	c->failed = true; /* the context is spent */
 	if (memcmp(h, c->sha256, 32) != 0) {
 		(void)sodium_bin2hex(hex, sizeof(hex), h, 32);
-		return catalog_error_set(err, SLATE_ERR_DIGEST_MISMATCH,
-		                         "SHA-256 %s differs from the declared %s", hex,
-		                         c->sha256_hex);
+		return slate_error_set(err, SLATE_ERR_DIGEST_MISMATCH,
+		                       "SHA-256 %s differs from the declared %s", hex,
+		                       c->sha256_hex);
 	}
 	return 0;
 }
 
-int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct catalog_error *err)
+int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct slate_error *err)
 {
 	_cleanup_(catalog_artifact_check_freep) struct catalog_artifact_check *c = NULL;
 	_cleanup_free_ uint8_t *chunk = NULL;
@@ -578,18 +570,17 @@ int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct c
 	int r;
 
 	if (fstat(fd, &st) < 0)
-		return catalog_error_set(err, -errno, "%m");
+		return slate_error_set(err, -errno, "%m");
 	if (S_ISREG(st.st_mode)) {
 		pos = lseek(fd, 0, SEEK_CUR);
 		if (pos >= 0 && st.st_size > pos && (uint64_t)(st.st_size - pos) > a->size)
-			return catalog_error_set(err, SLATE_ERR_SIZE_MISMATCH,
-			                         "%" PRIu64
-			                         " bytes, more than the declared %" PRIu64,
-			                         (uint64_t)(st.st_size - pos), a->size);
+			return slate_error_set(err, SLATE_ERR_SIZE_MISMATCH,
+			                       "%" PRIu64 " bytes, more than the declared %" PRIu64,
+			                       (uint64_t)(st.st_size - pos), a->size);
 	}
 	r = catalog_artifact_check_new(a, &c);
 	if (r < 0)
-		return catalog_error_set(err, r, "%s", slate_strerror(r));
+		return slate_error_set(err, r, "%s", slate_strerror(r));
 	chunk = malloc(chunk_size);
 	if (!chunk)
 		return -ENOMEM;
@@ -602,7 +593,7 @@ int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct c
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return catalog_error_set(err, -errno, "%m");
+			return slate_error_set(err, -errno, "%m");
 		if (n == 0)
 			break;
 		r = catalog_artifact_check_update(c, chunk, (size_t)n, err);

@@ -137,8 +137,7 @@ const char *catalog_error_name(int code);
  * the fuzzer. Everything but the signature, channel, expiry and rollback checks applies,
  * including the size cap.
  */
-int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret,
-                  struct catalog_error *err);
+int catalog_parse(const uint8_t *bytes, size_t len, struct catalog **ret, struct slate_error *err);
 /* Returns the "channel" member of an UNVERIFIED catalog as a new string in *ret, for the
  * publisher's tool, which defaults to the catalog's own channel. Consumers pin theirs. */
 int catalog_peek_channel(const uint8_t *bytes, size_t len, char **ret);
@@ -152,7 +151,7 @@ int catalog_peek_channel(const uint8_t *bytes, size_t len, char **ret);
  */
 int catalog_verify(const struct catalog_trust *trust, const char *channel, const uint8_t *bytes,
                    size_t len, const uint8_t *sig, size_t sig_len, const struct catalog_state *last,
-                   int64_t now, struct catalog **ret, struct catalog_error *err);
+                   int64_t now, struct catalog **ret, struct slate_error *err);
 
 /* Returns the image called id, or NULL. */
 const struct catalog_image *catalog_find_image(const struct catalog *c, const char *id);
@@ -170,11 +169,10 @@ int catalog_trust_add(struct catalog_trust *t, const struct sign_public_key *k);
  * none of them).
  */
 int catalog_trust_add_path(struct catalog_trust *t, int dirfd, const char *path,
-                           struct catalog_error *err);
+                           struct slate_error *err);
 /* Adds the keys earlier catalogs introduced: the .pub files in <state>/catalog/keys (none is
  * fine). */
-int catalog_trust_add_state_keys(struct catalog_trust *t, int state_dirfd,
-                                 struct catalog_error *err);
+int catalog_trust_add_state_keys(struct catalog_trust *t, int state_dirfd, struct slate_error *err);
 /* Returns the number of keys. */
 size_t catalog_trust_count(const struct catalog_trust *t);
 /* Returns the key with that ID, or NULL. */
@@ -186,7 +184,7 @@ const struct sign_public_key *catalog_trust_find(const struct catalog_trust *t, 
  */
 int catalog_state_lock(int state_dirfd, int *ret_fd);
 /* Loads state.json. -ENOENT when no catalog was ever accepted. */
-int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct catalog_error *err);
+int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct slate_error *err);
 /*
  * Stores a verified catalog as the accepted one: current.sig and current.json, then state.json
  * (the commit point), each with fs_write_atomic_at; then keys/ is made to hold exactly the keys
@@ -196,13 +194,13 @@ int catalog_state_load(int state_dirfd, struct catalog_state *ret, struct catalo
  * repairs keys/.
  */
 int catalog_state_accept(int state_dirfd, const struct catalog *c, int64_t now,
-                         struct catalog_error *err);
+                         struct slate_error *err);
 /*
  * Loads the accepted catalog (current.json and current.sig), checking that its SHA-256 is the
  * one state.json recorded: a crash between the writes is reported as SLATE_ERR_DIGEST_MISMATCH.
  * The signature is not checked again; the state directory is trusted storage.
  */
-int catalog_state_load_current(int state_dirfd, struct catalog **ret, struct catalog_error *err);
+int catalog_state_load_current(int state_dirfd, struct catalog **ret, struct slate_error *err);
 
 /*
  * Streaming check of one artifact: feed the bytes in order; an update that takes the total past
@@ -214,8 +212,8 @@ struct catalog_artifact_check;
 int catalog_artifact_check_new(const struct catalog_artifact *a,
                                struct catalog_artifact_check **ret);
 int catalog_artifact_check_update(struct catalog_artifact_check *c, const void *p, size_t n,
-                                  struct catalog_error *err);
-int catalog_artifact_check_final(struct catalog_artifact_check *c, struct catalog_error *err);
+                                  struct slate_error *err);
+int catalog_artifact_check_final(struct catalog_artifact_check *c, struct slate_error *err);
 void catalog_artifact_check_free(struct catalog_artifact_check *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct catalog_artifact_check *, catalog_artifact_check_free);
 /*
@@ -223,4 +221,4 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct catalog_artifact_check *, catalog_artifact_ch
  * whose size is already over the declared one is refused without reading; a pipe or growing
  * file is refused as soon as one byte too many arrives, without waiting for its end.
  */
-int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct catalog_error *err);
+int catalog_artifact_check_fd(const struct catalog_artifact *a, int fd, struct slate_error *err);

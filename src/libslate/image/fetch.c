@@ -129,7 +129,7 @@ static int map_curl(CURLcode c)
 	}
 }
 
-int fetch_once(const struct fetch_request *req, struct catalog_error *err)
+int fetch_once(const struct fetch_request *req, struct slate_error *err)
 {
 	_cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
 	char cerr[CURL_ERROR_SIZE] = "", range[32];
@@ -139,25 +139,25 @@ int fetch_once(const struct fetch_request *req, struct catalog_error *err)
 	int r;
 
 	if (!req || !req->url || !req->write || (req->max_size && req->offset > req->max_size))
-		return catalog_error_set(err, -EINVAL, "bad download request");
+		return slate_error_set(err, -EINVAL, "bad download request");
 	(void)pthread_once(&global_once, global_init);
 	if (global_result != CURLE_OK)
-		return catalog_error_set(err, -ENOMEM, "libcurl: %s",
-		                         curl_easy_strerror(global_result));
+		return slate_error_set(err, -ENOMEM, "libcurl: %s",
+		                       curl_easy_strerror(global_result));
 	if (req->max_size && req->offset == req->max_size)
 		return 0; /* nothing left to fetch */
 	if (err) {
 		err->code = 0;
-		err->message[0] = '\0';
+		err->msg[0] = '\0';
 	}
 	curl = curl_easy_init();
 	if (!curl)
-		return catalog_error_set(err, -ENOMEM, "libcurl: out of memory");
+		return slate_error_set(err, -ENOMEM, "libcurl: out of memory");
 	x.curl = curl;
 	x.have = req->offset;
 
 	if (curl_easy_setopt(curl, CURLOPT_URL, req->url) != CURLE_OK)
-		return catalog_error_set(err, -EINVAL, "%s: not a URL libcurl accepts", req->url);
+		return slate_error_set(err, -EINVAL, "%s: not a URL libcurl accepts", req->url);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	(void)curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "file,http,https");
 	(void)curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -181,8 +181,8 @@ int fetch_once(const struct fetch_request *req, struct catalog_error *err)
 	(void)curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
 	(void)curl_easy_setopt(curl, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	if (req->ca_file && curl_easy_setopt(curl, CURLOPT_CAINFO, req->ca_file) != CURLE_OK)
-		return catalog_error_set(err, -EINVAL, "%s: cannot use CA file %s", req->url,
-		                         req->ca_file);
+		return slate_error_set(err, -EINVAL, "%s: cannot use CA file %s", req->url,
+		                       req->ca_file);
 	/* Artifacts are compressed already and hashed as served: no transfer encoding games. */
 	(void)curl_easy_setopt(curl, CURLOPT_HTTP_CONTENT_DECODING, 0L);
 	(void)curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024L);
@@ -201,33 +201,32 @@ int fetch_once(const struct fetch_request *req, struct catalog_error *err)
 	c = curl_easy_perform(curl);
 	if (c == CURLE_OK)
 		return 0;
-	if (c == CURLE_WRITE_ERROR && x.error < 0 && err && err->code == x.error && err->message[0])
+	if (c == CURLE_WRITE_ERROR && x.error < 0 && err && err->code == x.error && err->msg[0])
 		return x.error; /* the write function said why */
 	if (c == CURLE_WRITE_ERROR && x.error < 0) {
 		if (x.error == SLATE_ERR_SIZE_MISMATCH)
-			return catalog_error_set(err, x.error,
-			                         "%s: more than the declared %" PRIu64
-			                         " bytes: download stopped",
-			                         req->url, req->max_size);
-		return catalog_error_set(err, x.error, "%s: %s", req->url, slate_strerror(x.error));
+			return slate_error_set(err, x.error,
+			                       "%s: more than the declared %" PRIu64
+			                       " bytes: download stopped",
+			                       req->url, req->max_size);
+		return slate_error_errno(err, x.error, "%s", req->url);
 	}
 	if (c == CURLE_HTTP_RETURNED_ERROR) {
 		(void)curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
 		r = map_http(code);
-		return catalog_error_set(err, r, "%s: the server answered %ld", req->url, code);
+		return slate_error_set(err, r, "%s: the server answered %ld", req->url, code);
 	}
 	r = map_curl(c);
 	if (r == -EKEYREJECTED)
-		return catalog_error_set(err, r,
-		                         "%s: the server's TLS certificate is not trusted: %s",
-		                         req->url, cerr[0] ? cerr : curl_easy_strerror(c));
+		return slate_error_set(err, r,
+		                       "%s: the server's TLS certificate is not trusted: %s",
+		                       req->url, cerr[0] ? cerr : curl_easy_strerror(c));
 	if (r == SLATE_ERR_SIZE_MISMATCH)
-		return catalog_error_set(err, r,
-		                         "%s: the server announced more than the declared %" PRIu64
-		                         " bytes: download refused",
-		                         req->url, req->max_size);
-	return catalog_error_set(err, r, "%s: %s", req->url,
-	                         cerr[0] ? cerr : curl_easy_strerror(c));
+		return slate_error_set(err, r,
+		                       "%s: the server announced more than the declared %" PRIu64
+		                       " bytes: download refused",
+		                       req->url, req->max_size);
+	return slate_error_set(err, r, "%s: %s", req->url, cerr[0] ? cerr : curl_easy_strerror(c));
 }
 
 static int buf_writer(const void *p, size_t n, void *ud)
@@ -240,34 +239,34 @@ static bool is_url(const char *s)
 	return strstr(s, "://") != NULL;
 }
 
-int fetch_document(const char *url_or_path, size_t max, struct buf **ret, struct catalog_error *err)
+int fetch_document(const char *url_or_path, size_t max, struct buf **ret, struct slate_error *err)
 {
 	_cleanup_buf_ struct buf *b = NULL;
 	struct fetch_request req;
 	int r;
 
 	if (!url_or_path || !*url_or_path || !ret)
-		return catalog_error_set(err, -EINVAL, "no document named");
+		return slate_error_set(err, -EINVAL, "no document named");
 	if (!is_url(url_or_path)) {
 		r = fs_read_file_at(AT_FDCWD, url_or_path, max, &b);
 		if (r == -EFBIG)
-			return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-			                         "%s: larger than %zu bytes: refused unread",
-			                         url_or_path, max);
+			return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+			                       "%s: larger than %zu bytes: refused unread",
+			                       url_or_path, max);
 		if (r < 0)
-			return catalog_error_set(err, r, "%s: %s", url_or_path, slate_strerror(r));
+			return slate_error_errno(err, r, "%s", url_or_path);
 		*ret = TAKE_PTR(b);
 		return 0;
 	}
 	b = buf_new(max);
 	if (!b)
-		return catalog_error_set(err, -ENOMEM, "out of memory");
+		return slate_error_set(err, -ENOMEM, "out of memory");
 	req = (struct fetch_request){
 	        .url = url_or_path, .max_size = max, .write = buf_writer, .ud = b};
 	r = fetch_once(&req, err);
 	if (r == SLATE_ERR_SIZE_MISMATCH)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-		                         "%s: larger than %zu bytes: refused", url_or_path, max);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+		                       "%s: larger than %zu bytes: refused", url_or_path, max);
 	if (r < 0)
 		return r;
 	*ret = TAKE_PTR(b);

@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image/sign.h"
 #include "util/buf.h"
+#include "util/error.h"
 
 #define FETCH_MAX_REDIRECTS 5
 #define FETCH_CONNECT_TIMEOUT_S 30
@@ -50,7 +50,7 @@ struct fetch_request {
  * or not for this host name), and -ECONNRESET/-ETIMEDOUT/-EIO for transport failures
  * (fetch_retryable()).
  */
-int fetch_once(const struct fetch_request *req, struct catalog_error *err);
+int fetch_once(const struct fetch_request *req, struct slate_error *err);
 /* Returns whether a fetch_once() error is worth another try (connection lost, timeout, 5xx). */
 int fetch_retryable(int r);
 
@@ -58,8 +58,7 @@ int fetch_retryable(int r);
  * Reads a small document: url (any supported scheme) or a local path (no "://"), refusing more
  * than max bytes without reading them. *ret gets a new buffer.
  */
-int fetch_document(const char *url_or_path, size_t max, struct buf **ret,
-                   struct catalog_error *err);
+int fetch_document(const char *url_or_path, size_t max, struct buf **ret, struct slate_error *err);
 
 /*
  * Resolves ref against base (RFC 3986): an absolute ref is returned as it is. A local path as

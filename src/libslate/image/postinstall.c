@@ -384,8 +384,7 @@ static bool trusted_file(const char *dir, const char *name)
 }
 
 /* The installer's directory: cfg's, <state>/installer, or SLATE_DATA_DIR/installer. */
-static int installer_find(const struct postinstall_config *cfg, char **ret,
-                          struct catalog_error *err)
+static int installer_find(const struct postinstall_config *cfg, char **ret, struct slate_error *err)
 {
 	_cleanup_free_ char *state = NULL;
 	const char *candidates[2];
@@ -417,18 +416,18 @@ static int installer_find(const struct postinstall_config *cfg, char **ret,
 		         !trusted_file(candidates[i], "slate-guest"))
 			bad = "slate-guest";
 		if (bad)
-			return catalog_error_set(err, -EPERM,
-			                         "installer: %s/%s is not owned by root or may be "
-			                         "written by others: refused",
-			                         candidates[i], bad);
+			return slate_error_set(err, -EPERM,
+			                       "installer: %s/%s is not owned by root or may be "
+			                       "written by others: refused",
+			                       candidates[i], bad);
 		*ret = strdup(candidates[i]);
 		return *ret ? 0 : -ENOMEM;
 	}
-	return catalog_error_set(err, -ENOENT,
-	                         "no installer kernel: postinstall steps run in an installer VM "
-	                         "that boots vmlinuz and initrd.img from %s (or %s); see "
-	                         "slate-catalog(5)",
-	                         candidates[0], n > 1 ? candidates[1] : candidates[0]);
+	return slate_error_set(err, -ENOENT,
+	                       "no installer kernel: postinstall steps run in an installer VM "
+	                       "that boots vmlinuz and initrd.img from %s (or %s); see "
+	                       "slate-catalog(5)",
+	                       candidates[0], n > 1 ? candidates[1] : candidates[0]);
 }
 
 /* Copies the regular file at path into dir_fd/name (mode), holes kept. */
@@ -484,7 +483,7 @@ static int random_hex(char *out, size_t digits)
  */
 static int steps_disk(int stage_fd, const char *stage_path, const struct catalog_step *steps,
                       size_t n, const char *nonce, unsigned deadline_s, const char *guest,
-                      struct catalog_error *err)
+                      struct slate_error *err)
 {
 	_cleanup_free_ char *tree = NULL, *image = NULL, *out = NULL, *config = NULL;
 	_cleanup_close_ int tree_fd = -1, steps_fd = -1, files_fd = -1;
@@ -494,7 +493,7 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 	int r;
 
 	if (mkdirat(stage_fd, "steps.d", 0700) < 0)
-		return catalog_error_set(err, -errno, "installer: %s", strerror(errno));
+		return slate_error_set(err, -errno, "installer: %s", strerror(errno));
 	r = fs_open_dir_at(stage_fd, "steps.d", &tree_fd);
 	if (r >= 0 && (mkdirat(tree_fd, "steps", 0700) < 0 || mkdirat(tree_fd, "files", 0755) < 0))
 		r = -errno;
@@ -525,8 +524,7 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 			total += (uint64_t)st.st_size;
 	}
 	if (r < 0)
-		return catalog_error_set(err, r, "installer: writing the steps: %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, "installer: writing the steps");
 
 	/* Room for the files twice over, in whole MiB. */
 	size = 2 * total + (4ull << 20);
@@ -547,8 +545,8 @@ static int steps_disk(int stage_fd, const char *stage_path, const struct catalog
 	}
 	(void)rmtree_at(stage_fd, "steps.d");
 	if (r < 0)
-		return catalog_error_set(err, r, "installer: mke2fs: %s%s%s", slate_strerror(r),
-		                         out && *out ? ": " : "", out ? out : "");
+		return slate_error_set(err, r, "installer: mke2fs: %s%s%s", slate_strerror(r),
+		                       out && *out ? ": " : "", out ? out : "");
 	return 0;
 }
 
@@ -706,7 +704,7 @@ static bool domain_active(virDomainPtr dom)
 static int run_vm(const struct postinstall_config *cfg, const struct domain_spec *sp,
                   const struct catalog_step *steps, size_t n, unsigned timeout_s,
                   struct postinstall_log *l, postinstall_progress_fn progress, void *ud,
-                  struct catalog_error *err)
+                  struct slate_error *err)
 {
 	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
@@ -718,18 +716,17 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 
 	r = domain_xml(sp, &xml);
 	if (r < 0)
-		return catalog_error_set(err, r, "installer: building the domain: %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, "installer: building the domain");
 	r = vm_connect(cfg->libvirt_uri ? cfg->libvirt_uri : "qemu:///system", &conn);
 	if (r < 0)
-		return catalog_error_set(err, r, "installer: cannot connect to libvirt (%s): %s",
-		                         cfg->libvirt_uri ? cfg->libvirt_uri : "qemu:///system",
-		                         vm_last_error());
+		return slate_error_set(err, r, "installer: cannot connect to libvirt (%s): %s",
+		                       cfg->libvirt_uri ? cfg->libvirt_uri : "qemu:///system",
+		                       vm_last_error());
 	t0 = now_s();
 	dom = virDomainCreateXML(conn, xml, VIR_DOMAIN_NONE);
 	if (!dom)
-		return catalog_error_set(err, -EIO, "installer: starting %s: %s", sp->name,
-		                         vm_last_error());
+		return slate_error_set(err, -EIO, "installer: starting %s: %s", sp->name,
+		                       vm_last_error());
 	log_debug("installer %s started (%s)", sp->name, vm_accel_name(sp->kvm));
 
 	for (;;) {
@@ -771,18 +768,16 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 	c.fd = safe_close(c.fd);
 	(void)postinstall_log_end(l);
 	if (r == -ETIMEDOUT)
-		return catalog_error_set(
-		        err, r,
-		        "installer: the steps did not finish within %u s (after %zu "
-		        "of %zu)",
-		        timeout_s, postinstall_log_done(l), n);
+		return slate_error_set(err, r,
+		                       "installer: the steps did not finish within %u s (after %zu "
+		                       "of %zu)",
+		                       timeout_s, postinstall_log_done(l), n);
 	if (r == -EFBIG)
-		return catalog_error_set(
-		        err, r, "installer: the VM wrote more than %llu MiB to its console",
-		        POSTINSTALL_CONSOLE_MAX >> 20);
+		return slate_error_set(err, r,
+		                       "installer: the VM wrote more than %llu MiB to its console",
+		                       POSTINSTALL_CONSOLE_MAX >> 20);
 	if (r < 0)
-		return catalog_error_set(err, r, "installer: reading its console %s: %s",
-		                         sp->console, slate_strerror(r));
+		return slate_error_errno(err, r, "installer: reading its console %s", sp->console);
 	log_debug("installer %s ended after %.1f s; its console's end:\n%s", sp->name, now_s() - t0,
 	          postinstall_log_console_tail(l));
 	return 0;
@@ -802,7 +797,7 @@ static const char *const stage_scratch[] = {"steps.img", "console.log", "install
 int postinstall_apply(const struct postinstall_config *cfg, const char *id,
                       const struct catalog_step *steps, size_t n, const char *catalog_json,
                       int64_t expect_version, postinstall_progress_fn progress, void *ud,
-                      struct postinstall_result *ret, struct catalog_error *err)
+                      struct postinstall_result *ret, struct slate_error *err)
 {
 	_cleanup_(unlock_install) pthread_mutex_t *locked = NULL;
 	_cleanup_(image_info_freep) struct image_info *old = NULL, *now = NULL;
@@ -823,7 +818,7 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 
 	if (!cfg || !cfg->storage || !steps || n == 0 || n > CATALOG_MAX_STEPS || !catalog_json ||
 	    !ret || image_id_check(id) < 0)
-		return catalog_error_set(err, -EINVAL, "postinstall: invalid arguments");
+		return slate_error_set(err, -EINVAL, "postinstall: invalid arguments");
 	timeout_s = cfg->timeout_s ? cfg->timeout_s : POSTINSTALL_TIMEOUT_S;
 	deadline_s = timeout_s > 2 * GUEST_MARGIN_S ? timeout_s - GUEST_MARGIN_S : timeout_s;
 
@@ -852,21 +847,21 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 
 	r = image_store_get(cfg->storage, id, &old);
 	if (r < 0)
-		return catalog_error_set(err, r, "image %s: %s", id,
-		                         r == -ENOENT ? "not installed" : slate_strerror(r));
+		return slate_error_set(err, r, "image %s: %s", id,
+		                       r == -ENOENT ? "not installed" : slate_strerror(r));
 	if (expect_version > 0 && old->version != expect_version)
-		return catalog_error_set(err, -ESTALE,
-		                         "image %s changed (version %" PRId64 ", expected %" PRId64
-		                         ") while its postinstall steps were prepared: pull again",
-		                         id, old->version, expect_version);
+		return slate_error_set(err, -ESTALE,
+		                       "image %s changed (version %" PRId64 ", expected %" PRId64
+		                       ") while its postinstall steps were prepared: pull again",
+		                       id, old->version, expect_version);
 	r = image_store_open_dir(cfg->storage, id, &img_fd);
 	if (r < 0)
-		return catalog_error_set(err, r, "image %s: %s", id, slate_strerror(r));
+		return slate_error_errno(err, r, "image %s", id);
 
 	/* The clone, the kernel and initrd of the image, the installer's, the steps' disk. */
 	r = image_store_stage_dir(cfg->storage, id, &stage_fd, &stage);
 	if (r < 0)
-		return catalog_error_set(err, r, "staging image %s: %s", id, slate_strerror(r));
+		return slate_error_errno(err, r, "staging image %s", id);
 	stage_path = fs_path_join(storage_images_path(cfg->storage), stage);
 	if (!stage_path) {
 		r = -ENOMEM;
@@ -880,15 +875,14 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 			                        "initrd.img", 0444);
 	}
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "cloning image %s: %s", id, slate_strerror(r));
+		(void)slate_error_errno(err, r, "cloning image %s", id);
 		goto fail;
 	}
 	r = copy_in(src_kernel, stage_fd, "installer.vmlinuz", 0644);
 	if (r >= 0)
 		r = copy_in(src_initrd, stage_fd, "installer.initrd", 0644);
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "installer: copying %s: %s", installer,
-		                        slate_strerror(r));
+		(void)slate_error_errno(err, r, "installer: copying %s", installer);
 		goto fail;
 	}
 	if ((r = random_hex(nonce, POSTINSTALL_NONCE_LEN)) < 0 || (r = random_hex(suffix, 6)) < 0)
@@ -968,15 +962,11 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 			                                 .output = postinstall_log_output(l)};
 			progress(&p, ud);
 		}
-		log_warning("image %s: postinstall step %zu of %zu (%s) exited with status %d; the "
-		            "image is unchanged",
-		            id, i + 1, n, steps[i].uuid, postinstall_log_exit_status(l));
-		r = catalog_error_set(
-		        err, -ECANCELED,
-		        "postinstall step %zu of %zu, \"%s\" (%s), exited with status "
-		        "%d; image %s is unchanged (version %" PRId64 ")",
-		        i + 1, n, steps[i].description, steps[i].uuid,
-		        postinstall_log_exit_status(l), id, old->version);
+		r = slate_error_set(err, -ECANCELED,
+		                    "postinstall step %zu of %zu, \"%s\" (%s), exited with status "
+		                    "%d; image %s is unchanged (version %" PRId64 ")",
+		                    i + 1, n, steps[i].description, steps[i].uuid,
+		                    postinstall_log_exit_status(l), id, old->version);
 		goto fail;
 	}
 	default:
@@ -986,7 +976,7 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 			                                 .output = postinstall_log_console_tail(l)};
 			progress(&p, ud);
 		}
-		r = catalog_error_set(
+		r = slate_error_set(
 		        err, -EPROTO,
 		        "postinstall: %s (after %zu of %zu steps); image %s is unchanged",
 		        postinstall_log_error(l), postinstall_log_done(l), n, id);
@@ -1003,20 +993,19 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	}
 	r = fs_write_atomic_at(stage_fd, "catalog.json", catalog_json, strlen(catalog_json), 0444);
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "recording the applied steps: %s",
-		                        slate_strerror(r));
+		(void)slate_error_errno(err, r, "recording the applied steps");
 		goto fail;
 	}
 	r = verify_file_digest(stage_fd, "disk.img", hex, NULL, NULL);
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "hashing the new disk: %s", slate_strerror(r));
+		(void)slate_error_errno(err, r, "hashing the new disk");
 		goto fail;
 	}
 	if (expect_version > 0 &&
 	    (image_store_get(cfg->storage, id, &now) < 0 || now->version != old->version)) {
-		r = catalog_error_set(
-		        err, -ESTALE,
-		        "image %s changed while its postinstall steps ran: pull again", id);
+		r = slate_error_set(err, -ESTALE,
+		                    "image %s changed while its postinstall steps ran: pull again",
+		                    id);
 		goto fail;
 	}
 	info.id = (char *)id;
@@ -1029,7 +1018,7 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	free(stage);
 	stage = NULL;
 	if (r < 0)
-		return catalog_error_set(err, r, "installing image %s: %s", id, slate_strerror(r));
+		return slate_error_errno(err, r, "installing image %s", id);
 	log_info("image %s: %zu postinstall step%s applied in %.1f s; now version %" PRId64, id, n,
 	         n == 1 ? "" : "s", res.seconds, res.info->version);
 	*ret = res;

@@ -136,7 +136,7 @@ void postinstall_result_done(struct postinstall_result *r);
 int postinstall_apply(const struct postinstall_config *cfg, const char *id,
                       const struct catalog_step *steps, size_t n, const char *catalog_json,
                       int64_t expect_version, postinstall_progress_fn progress, void *ud,
-                      struct postinstall_result *ret, struct catalog_error *err);
+                      struct postinstall_result *ret, struct slate_error *err);
 
 /*
  * Installer domains left behind by a slated of this store's state directory that died while

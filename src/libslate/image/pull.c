@@ -82,14 +82,14 @@ static int state_lock_wait(int state_dirfd, int *ret_fd)
 }
 
 static int load_trust(const struct pull_config *cfg, struct catalog_trust **ret,
-                      struct catalog_error *err)
+                      struct slate_error *err)
 {
 	_cleanup_trust_ struct catalog_trust *t = NULL;
 	int r;
 
 	r = catalog_trust_new(&t);
 	if (r < 0)
-		return catalog_error_set(err, r, "out of memory");
+		return slate_error_set(err, r, "out of memory");
 	if (cfg->trusted_keys) {
 		r = catalog_trust_add_path(t, AT_FDCWD, cfg->trusted_keys, err);
 		if (r < 0 && r != -ENOENT)
@@ -99,16 +99,16 @@ static int load_trust(const struct pull_config *cfg, struct catalog_trust **ret,
 	if (r < 0)
 		return r;
 	if (catalog_trust_count(t) == 0)
-		return catalog_error_set(err, SLATE_ERR_KEY_NOT_TRUSTED,
-		                         "no trusted keys: put the publisher's public key in %s",
-		                         cfg->trusted_keys ? cfg->trusted_keys
-		                                           : CATALOG_TRUSTED_KEYS_DIR);
+		return slate_error_set(err, SLATE_ERR_KEY_NOT_TRUSTED,
+		                       "no trusted keys: put the publisher's public key in %s",
+		                       cfg->trusted_keys ? cfg->trusted_keys
+		                                         : CATALOG_TRUSTED_KEYS_DIR);
 	*ret = TAKE_PTR(t);
 	return 0;
 }
 
 int catalog_update(const struct pull_config *cfg, const char *from, struct catalog **ret,
-                   struct catalog_error *err)
+                   struct slate_error *err)
 {
 	_cleanup_trust_ struct catalog_trust *trust = NULL;
 	_cleanup_catalog_ struct catalog *c = NULL;
@@ -120,23 +120,22 @@ int catalog_update(const struct pull_config *cfg, const char *from, struct catal
 	int r;
 
 	if (!cfg || !cfg->channel)
-		return catalog_error_set(err, -EINVAL, "no channel configured");
+		return slate_error_set(err, -EINVAL, "no channel configured");
 	if (!from) {
 		r = catalog_source_get(cfg->state_dirfd, &stored);
 		if (r < 0 && r != -ENOENT)
-			return catalog_error_set(err, r, "reading the catalog source: %s",
-			                         slate_strerror(r));
+			return slate_error_errno(err, r, "reading the catalog source");
 		from = stored ? stored : cfg->catalog_url;
 	}
 	if (!from || !*from)
-		return catalog_error_set(err, -EINVAL,
-		                         "no catalog source: give --from URL|FILE or set "
-		                         "catalog-url in slate.conf");
+		return slate_error_set(err, -EINVAL,
+		                       "no catalog source: give --from URL|FILE or set "
+		                       "catalog-url in slate.conf");
 	r = fetch_to_url(from, &url);
 	if (r < 0)
-		return catalog_error_set(err, r, "%s: %s", from, slate_strerror(r));
+		return slate_error_errno(err, r, "%s", from);
 	if (asprintf(&sig_url, "%s.sig", url) < 0)
-		return catalog_error_set(err, -ENOMEM, "out of memory");
+		return slate_error_set(err, -ENOMEM, "out of memory");
 
 	r = fetch_document(url, CATALOG_MAX_SIZE, &doc, err);
 	if (r < 0)
@@ -152,8 +151,7 @@ int catalog_update(const struct pull_config *cfg, const char *from, struct catal
 		return r;
 	r = state_lock_wait(cfg->state_dirfd, &lock);
 	if (r < 0)
-		return catalog_error_set(err, r, "locking the catalog state: %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, "locking the catalog state");
 	r = catalog_state_load(cfg->state_dirfd, &last, err);
 	if (r < 0 && r != -ENOENT)
 		return r;
@@ -207,10 +205,10 @@ struct download {
 	uint8_t raw_digest[32]; /* disk: sha256-1m of the expanded disk */
 	pull_progress_fn progress;
 	void *ud;
-	struct catalog_error *err;
+	struct slate_error *err;
 	/* The expansion failed: the rest is only hashed, so that a wrong artifact is reported
 	 * as wrong (its SHA-256) rather than as a bad stream. */
-	struct catalog_error sink_err;
+	struct slate_error sink_err;
 };
 
 static void report(struct download *d, bool force)
@@ -239,7 +237,7 @@ static int dl_write(const void *p, size_t n, void *ud)
 	if (d->sink_err.code == 0) {
 		r = d->ops->write(d, p, n);
 		if (r == SLATE_ERR_INVALID_FORMAT || r == SLATE_ERR_SIZE_MISMATCH) {
-			d->sink_err = d->err ? *d->err : (struct catalog_error){.code = r};
+			d->sink_err = d->err ? *d->err : (struct slate_error){.code = r};
 			d->sink_err.code = r;
 		} else if (r < 0)
 			return r;
@@ -283,12 +281,12 @@ static int disk_write(struct download *d, const void *p, size_t n)
 {
 	int r = expand_write(d->x, p, n);
 	if (r == SLATE_ERR_SIZE_MISMATCH)
-		return catalog_error_set(
+		return slate_error_set(
 		        d->err, r, "the disk expands to more than the declared %" PRIu64 " bytes",
 		        d->uncompressed);
 	if (r == SLATE_ERR_INVALID_FORMAT)
-		return catalog_error_set(d->err, r, "the disk is not a valid %s stream",
-		                         compression_names[d->compression]);
+		return slate_error_set(d->err, r, "the disk is not a valid %s stream",
+		                       compression_names[d->compression]);
 	return r;
 }
 
@@ -297,13 +295,13 @@ static int disk_finish(struct download *d)
 	int r = expand_finish(d->x, d->raw_digest);
 
 	if (r == SLATE_ERR_SIZE_MISMATCH)
-		return catalog_error_set(d->err, r,
-		                         "the disk expands to %" PRIu64
-		                         " bytes, not the declared %" PRIu64,
-		                         expand_output_size(d->x), d->uncompressed);
+		return slate_error_set(d->err, r,
+		                       "the disk expands to %" PRIu64
+		                       " bytes, not the declared %" PRIu64,
+		                       expand_output_size(d->x), d->uncompressed);
 	if (r == SLATE_ERR_INVALID_FORMAT)
-		return catalog_error_set(d->err, r, "the disk's %s stream is truncated or corrupt",
-		                         compression_names[d->compression]);
+		return slate_error_set(d->err, r, "the disk's %s stream is truncated or corrupt",
+		                       compression_names[d->compression]);
 	if (r >= 0 && d->compression == CATALOG_COMPRESSION_ZSTD) {
 		struct expand_stats st;
 		expand_get_stats(d->x, &st);
@@ -331,15 +329,15 @@ static int pick_artifact(struct download *d, struct catalog_artifact *ret)
 	const struct catalog_image *img = catalog_find_image(d->cat, d->id);
 
 	if (!img)
-		return catalog_error_set(d->err, -ENOENT, "the catalog no longer lists image '%s'",
-		                         d->id);
+		return slate_error_set(d->err, -ENOENT, "the catalog no longer lists image '%s'",
+		                       d->id);
 	if (streq(d->what, "disk")) {
 		*ret = img->disk;
 		d->compression = img->compression;
 		d->uncompressed = img->uncompressed_size;
 	} else if (img->boot != CATALOG_BOOT_KERNEL) {
-		return catalog_error_set(d->err, -ENOENT,
-		                         "image '%s' no longer boots with its own kernel", d->id);
+		return slate_error_set(d->err, -ENOENT,
+		                       "image '%s' no longer boots with its own kernel", d->id);
 	} else
 		*ret = streq(d->what, "kernel") ? img->kernel : img->initrd;
 	return 0;
@@ -349,7 +347,7 @@ static int pick_artifact(struct download *d, struct catalog_artifact *ret)
 static int refresh_catalog(struct download *d)
 {
 	_cleanup_catalog_ struct catalog *c = NULL;
-	struct catalog_error e = {};
+	struct slate_error e = {};
 	struct catalog_artifact a;
 	struct catalog *old;
 	int r;
@@ -360,14 +358,16 @@ static int refresh_catalog(struct download *d)
 	}
 	r = catalog_update(d->cfg, NULL, &c, &e);
 	if (r < 0) {
+		const char *why = e.code ? slate_error_text(&e) : slate_strerror(r);
+
 		/* Unreachable is no reason to stop; a catalog that fails verification is. */
 		if (fetch_retryable(r) || r == -ENOENT) {
 			log_info("pull %s: catalog not refreshed (%s); going on with the accepted "
 			         "one",
-			         d->id, e.message);
+			         d->id, why);
 			return 0;
 		}
-		return catalog_error_set(d->err, r, "fetching the catalog again: %s", e.message);
+		return slate_error_set(d->err, r, "fetching the catalog again: %s", why);
 	}
 	old = d->cat;
 	d->cat = TAKE_PTR(c);
@@ -390,13 +390,13 @@ static int restart(struct download *d)
 	d->check = NULL;
 	r = catalog_artifact_check_new(&d->art, &d->check);
 	if (r < 0)
-		return catalog_error_set(d->err, r, "%s", slate_strerror(r));
+		return slate_error_set(d->err, r, "%s", slate_strerror(r));
 	d->have = d->reported = 0;
 	d->resumed = false;
-	d->sink_err = (struct catalog_error){0};
+	d->sink_err = (struct slate_error){0};
 	r = d->ops->start(d);
 	if (r < 0)
-		return catalog_error_set(d->err, r, "%s: %s", d->what, slate_strerror(r));
+		return slate_error_errno(d->err, r, "%s", d->what);
 	return 0;
 }
 
@@ -413,7 +413,7 @@ static int download(struct download *d)
 
 		r = fetch_resolve_url(d->base_url, d->art.url, &url);
 		if (r < 0)
-			return catalog_error_set(d->err, r, "%s: bad URL %s", d->what, d->art.url);
+			return slate_error_set(d->err, r, "%s: bad URL %s", d->what, d->art.url);
 		req = (struct fetch_request){.url = url,
 		                             .offset = d->have,
 		                             .max_size = d->art.size,
@@ -422,10 +422,10 @@ static int download(struct download *d)
 		report(d, true);
 		r = fetch_once(&req, d->err);
 		if (r == 0 && d->have < d->art.size)
-			r = catalog_error_set(d->err, -ECONNRESET,
-			                      "%s: the transfer ended after %" PRIu64 " of %" PRIu64
-			                      " bytes",
-			                      url, d->have, d->art.size);
+			r = slate_error_set(d->err, -ECONNRESET,
+			                    "%s: the transfer ended after %" PRIu64 " of %" PRIu64
+			                    " bytes",
+			                    url, d->have, d->art.size);
 		if (r == 0) {
 			r = catalog_artifact_check_final(d->check, d->err);
 			if (r == 0 && d->sink_err.code < 0) {
@@ -439,8 +439,7 @@ static int download(struct download *d)
 				r = d->ops->finish(d);
 				if (r < 0 && r != SLATE_ERR_SIZE_MISMATCH &&
 				    r != SLATE_ERR_INVALID_FORMAT)
-					return catalog_error_set(d->err, r, "%s: %s", d->what,
-					                         slate_strerror(r));
+					return slate_error_errno(d->err, r, "%s", d->what);
 				return r;
 			}
 		}
@@ -450,10 +449,16 @@ static int download(struct download *d)
 			return r;
 		if (d->attempt >= PULL_TRIES)
 			return r;
-		log_info("pull %s: %s, try %u of %u failed: %s", d->id, d->what, d->attempt,
-		         PULL_TRIES, d->err ? d->err->message : slate_strerror(r));
 		{
 			int k = refresh_catalog(d);
+
+			/* Only when another try follows: otherwise the error returned (which
+			 * refresh_catalog() may have replaced) says why, and the caller shows it. */
+			if (k > 0 || (k == 0 && !integrity))
+				log_info("pull %s: %s, try %u of %u failed: %s", d->id, d->what,
+				         d->attempt, PULL_TRIES,
+				         d->err && d->err->code ? slate_error_text(d->err)
+				                                : slate_strerror(r));
 			if (k < 0)
 				return k;
 			if (k > 0 || integrity) {
@@ -671,7 +676,7 @@ static int run_pending(const struct pull_config *cfg, const struct catalog *cat,
                        const struct catalog_image *img, const char *raw_sha,
                        struct json_object *applied, int64_t version, pull_progress_fn progress,
                        void *ud, struct image_info **ret_info, size_t *ret_n,
-                       struct catalog_error *err)
+                       struct slate_error *err)
 {
 	_cleanup_json_ struct json_object *now = json_object_new_array();
 	_cleanup_free_ struct catalog_step *run = NULL;
@@ -711,8 +716,7 @@ static int run_pending(const struct pull_config *cfg, const struct catalog *cat,
 		return 0;
 	r = source_json(cat, img, raw_sha, true, now, &json);
 	if (r < 0)
-		return catalog_error_set(err, r, "recording the image's source: %s",
-		                         slate_strerror(r));
+		return slate_error_errno(err, r, "recording the image's source");
 	r = postinstall_apply(&pcfg, img->id, run, n, json, version, pi_progress, &relay, &pres,
 	                      err);
 	if (r < 0)
@@ -769,7 +773,7 @@ static bool is_current(const struct pull_config *cfg, const struct catalog_image
  * "data-file":null would guard against nothing: qemu-img 7.2 accepts it and still opens the data
  * file the header names.
  */
-static int convert_qcow2(int stage_fd, int qcow2_fd, struct catalog_error *err)
+static int convert_qcow2(int stage_fd, int qcow2_fd, struct slate_error *err)
 {
 	static const char spec[] = "json:{\"driver\":\"qcow2\",\"backing\":null,"
 	                           "\"file\":{\"driver\":\"file\",\"filename\":\"/disk.qcow2\"}}";
@@ -782,11 +786,10 @@ static int convert_qcow2(int stage_fd, int qcow2_fd, struct catalog_error *err)
 	if (r < 0)
 		return r == SLATE_ERR_INVALID_FORMAT
 		               ? r
-		               : catalog_error_set(err, r, "reading the qcow2 disk's header: %s",
-		                                   slate_strerror(r));
+		               : slate_error_errno(err, r, "reading the qcow2 disk's header");
 	r = stage_file(stage_fd, "disk.img", &raw_fd);
 	if (r < 0)
-		return catalog_error_set(err, r, "creating disk.img: %s", slate_strerror(r));
+		return slate_error_errno(err, r, "creating disk.img");
 	{
 		const struct spawn_file files[] = {
 		        {.fd = qcow2_fd, .path = "/disk.qcow2", .writable = false},
@@ -796,8 +799,8 @@ static int convert_qcow2(int stage_fd, int qcow2_fd, struct catalog_error *err)
 		r = spawn_run_confined(argv, files, ELEMENTSOF(files), &out);
 	}
 	if (r < 0)
-		return catalog_error_set(err, r, "qemu-img convert: %s%s%s", slate_strerror(r),
-		                         out && *out ? ": " : "", out ? out : "");
+		return slate_error_set(err, r, "qemu-img convert: %s%s%s", slate_strerror(r),
+		                       out && *out ? ": " : "", out ? out : "");
 	return 0;
 }
 
@@ -821,7 +824,7 @@ static void raw_sha_of(const struct pull_config *cfg, const struct image_info *i
 
 int image_pull(const struct pull_config *cfg, const char *id, const struct pull_consent *consent,
                pull_progress_fn progress, void *ud, struct pull_result *ret,
-               struct catalog_error *err)
+               struct slate_error *err)
 {
 	_cleanup_json_ struct json_object *prev = NULL;
 	_cleanup_catalog_ struct catalog *cat = NULL;
@@ -837,39 +840,38 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	int r;
 
 	if (!cfg || !cfg->storage || !ret || image_id_check(id) < 0)
-		return catalog_error_set(err, -EINVAL, "invalid image id");
+		return slate_error_set(err, -EINVAL, "invalid image id");
 	r = catalog_state_load_current(cfg->state_dirfd, &cat, err);
 	if (r == -ENOENT)
-		return catalog_error_set(err, r,
-		                         "no catalog accepted yet: run slate catalog update");
+		return slate_error_set(err, r, "no catalog accepted yet: run slate catalog update");
 	if (r < 0)
 		return r;
 	if (cat->expires <= (int64_t)time(NULL)) {
 		char when[32] = "";
 		(void)catalog_time_format(cat->expires, when, sizeof(when));
-		return catalog_error_set(err, SLATE_ERR_EXPIRED,
-		                         "the accepted catalog expired at %s: run slate catalog "
-		                         "update",
-		                         when);
+		return slate_error_set(err, SLATE_ERR_EXPIRED,
+		                       "the accepted catalog expired at %s: run slate catalog "
+		                       "update",
+		                       when);
 	}
 	img = catalog_find_image(cat, id);
 	if (!img)
-		return catalog_error_set(err, -ENOENT,
-		                         "the catalog (%s version %" PRId64 ") has no image '%s'",
-		                         cat->channel, cat->version, id);
+		return slate_error_set(err, -ENOENT,
+		                       "the catalog (%s version %" PRId64 ") has no image '%s'",
+		                       cat->channel, cat->version, id);
 	/* Consent first: nothing is fetched or run for steps the caller has not accepted. Steps
 	 * applied to the installed image before (same uuid, same command) were accepted then. */
 	r = image_applied_steps(cfg->storage, id, &prev);
 	if (r < 0)
-		return catalog_error_set(err, r, "out of memory");
+		return slate_error_set(err, r, "out of memory");
 	missing = unconsented(img, prev, consent, &first);
 	if (missing > 0)
-		return catalog_error_set(
-		        err, PULL_ERR_CONSENT,
-		        "image %s has %zu postinstall step%s not accepted yet "
-		        "(the first: \"%s\", %s): review them (slate catalog show) "
-		        "and accept them (slate image pull %s --yes)",
-		        id, missing, missing == 1 ? "" : "s", first->description, first->uuid, id);
+		return slate_error_set(err, PULL_ERR_CONSENT,
+		                       "image %s has %zu postinstall step%s not accepted yet "
+		                       "(the first: \"%s\", %s): review them (slate catalog show) "
+		                       "and accept them (slate image pull %s --yes)",
+		                       id, missing, missing == 1 ? "" : "s", first->description,
+		                       first->uuid, id);
 	if (is_current(cfg, img)) {
 		r = image_store_get(cfg->storage, id, &res.info);
 		if (r >= 0) {
@@ -890,7 +892,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 
 	r = image_store_stage_dir(cfg->storage, id, &stage_fd, &stage);
 	if (r < 0)
-		return catalog_error_set(err, r, "staging image %s: %s", id, slate_strerror(r));
+		return slate_error_errno(err, r, "staging image %s", id);
 	qcow2 = img->format == CATALOG_DISK_QCOW2;
 
 	/* kernel, initrd, then the disk; each with its own tries. */
@@ -938,14 +940,10 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 					if (!img)
 						r = -ENOENT;
 				}
-			} else if (err && !err->message[0])
-				(void)catalog_error_set(err, r, "%s: %s", whats[i],
-				                        slate_strerror(r));
-			if (r < 0 && err && err->code == r && !strstr(err->message, whats[i])) {
-				char m[sizeof(err->message)];
-				memcpy(m, err->message, sizeof(m));
-				(void)catalog_error_set(err, r, "%s: %s", whats[i], m);
-			}
+			} else if (err && !err->msg[0])
+				(void)slate_error_errno(err, r, "%s", whats[i]);
+			if (r < 0 && err && err->code == r && !strstr(err->msg, whats[i]))
+				(void)slate_error_wrap(err, r, "%s", whats[i]);
 			if (r >= 0 && i == 2 && qcow2)
 				qcow2_fd = TAKE_FD(d.fd);
 			d.fd = safe_close(d.fd);
@@ -963,8 +961,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 			(void)unlinkat(stage_fd, "disk.qcow2", 0);
 			r = verify_file_digest(stage_fd, "disk.img", raw_hex, NULL, NULL);
 			if (r < 0)
-				(void)catalog_error_set(err, r, "hashing the converted disk: %s",
-				                        slate_strerror(r));
+				(void)slate_error_errno(err, r, "hashing the converted disk");
 		}
 	}
 	if (r >= 0) {
@@ -973,8 +970,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 			r = fs_write_atomic_at(stage_fd, PULL_IMAGE_SOURCE_FILE, json, strlen(json),
 			                       0444);
 		if (r < 0)
-			(void)catalog_error_set(err, r, "recording the image's source: %s",
-			                        slate_strerror(r));
+			(void)slate_error_errno(err, r, "recording the image's source");
 	}
 	if (r < 0) {
 		(void)image_store_abort_dir(cfg->storage, stage);
@@ -991,7 +987,7 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	info.description = img->description;
 	r = image_store_install_dir(cfg->storage, stage, &info, true, &res.info);
 	if (r < 0)
-		return catalog_error_set(err, r, "installing image %s: %s", id, slate_strerror(r));
+		return slate_error_errno(err, r, "installing image %s", id);
 	res.n_pending = img->n_steps;
 	log_info("pulled image %s version %" PRId64 " from catalog %s version %" PRId64
 	         " (%zu postinstall steps to run)",
@@ -1001,11 +997,11 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	missing = unconsented(img, prev, consent, &first);
 	if (missing > 0) {
 		pull_result_done(&res);
-		return catalog_error_set(err, PULL_ERR_CONSENT,
-		                         "the catalog changed during the pull: image %s is "
-		                         "installed, but %zu of its postinstall steps were not "
-		                         "accepted (the first: \"%s\"): pull again to review them",
-		                         id, missing, first->description);
+		return slate_error_set(err, PULL_ERR_CONSENT,
+		                       "the catalog changed during the pull: image %s is "
+		                       "installed, but %zu of its postinstall steps were not "
+		                       "accepted (the first: \"%s\"): pull again to review them",
+		                       id, missing, first->description);
 	}
 	/* A fresh disk: every step runs on it. */
 	r = run_pending(cfg, cat, img, raw_hex, NULL, res.info->version, progress, ud, &res.info,
@@ -1013,8 +1009,8 @@ int image_pull(const struct pull_config *cfg, const char *id, const struct pull_
 	if (r < 0) {
 		pull_result_done(&res);
 		if (err && r == PULL_ERR_POSTINSTALL) {
-			size_t len = strlen(err->message);
-			(void)snprintf(err->message + len, sizeof(err->message) - len,
+			size_t len = strlen(err->msg);
+			(void)snprintf(err->msg + len, sizeof(err->msg) - len,
 			               " (the base was downloaded and is installed without its "
 			               "postinstall steps)");
 		}

@@ -71,7 +71,7 @@ typedef void (*pull_progress_fn)(const struct pull_progress *p, void *ud);
  * else cfg->catalog_url). On success *ret (may be NULL) gets the accepted catalog.
  */
 int catalog_update(const struct pull_config *cfg, const char *from, struct catalog **ret,
-                   struct catalog_error *err);
+                   struct slate_error *err);
 /* Returns the source last used in a new string, or -ENOENT. */
 int catalog_source_get(int state_dirfd, char **ret);
 
@@ -100,7 +100,7 @@ struct pull_consent {
  */
 int image_pull(const struct pull_config *cfg, const char *id, const struct pull_consent *consent,
                pull_progress_fn progress, void *ud, struct pull_result *ret,
-               struct catalog_error *err);
+               struct slate_error *err);
 
 /*
  * The postinstall steps recorded as applied to installed image id (its catalog.json): a new

@@ -29,9 +29,9 @@
 #define QCOW2_COMPRESSION_ZSTD 1u
 #define NAME_SHOWN_MAX 80 /* of a data file name, in a message */
 
-_printf_(2, 3) static int refuse(struct catalog_error *err, const char *fmt, ...)
+_printf_(2, 3) static int refuse(struct slate_error *err, const char *fmt, ...)
 {
-	char m[sizeof(err->message)];
+	char m[SLATE_ERROR_MSG_MAX];
 	va_list ap;
 
 	if (!err)
@@ -39,7 +39,7 @@ _printf_(2, 3) static int refuse(struct catalog_error *err, const char *fmt, ...
 	va_start(ap, fmt);
 	(void)vsnprintf(m, sizeof(m), fmt, ap);
 	va_end(ap);
-	return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT, "qcow2 disk refused: %s", m);
+	return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "qcow2 disk refused: %s", m);
 }
 
 /* A file name from the image, shown in a message: printable ASCII only, cut short. */
@@ -63,7 +63,7 @@ static bool aligned(uint64_t offset, uint32_t cluster_bits)
 
 /* The header extensions: from the end of the header to the end marker, inside end. */
 static int check_extensions(const uint8_t *data, size_t start, size_t end, const char *bound,
-                            struct qcow2_header *h, struct catalog_error *err)
+                            struct qcow2_header *h, struct slate_error *err)
 {
 	bool seen_backing_format = false, seen_feature_table = false, seen_bitmaps = false;
 	size_t off = start;
@@ -128,7 +128,7 @@ static int check_extensions(const uint8_t *data, size_t start, size_t end, const
 }
 
 int qcow2_header_check(const uint8_t *data, size_t len, struct qcow2_header *ret,
-                       struct catalog_error *err)
+                       struct slate_error *err)
 {
 	_cleanup_buf_ struct buf *b = NULL;
 	struct qcow2_header h = {0};
@@ -259,7 +259,7 @@ int qcow2_header_check(const uint8_t *data, size_t len, struct qcow2_header *ret
 	return 0;
 }
 
-int qcow2_header_check_fd(int fd, struct qcow2_header *ret, struct catalog_error *err)
+int qcow2_header_check_fd(int fd, struct qcow2_header *ret, struct slate_error *err)
 {
 	_cleanup_free_ uint8_t *data = NULL;
 	struct stat st;

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image/sign.h"
+#include "util/error.h"
 
 /* The most of a file the check reads: the first cluster of the largest cluster size (2 MiB). */
 #define QCOW2_HEADER_AREA_MAX (1u << 21)
@@ -76,11 +76,11 @@ struct qcow2_header {
  * SLATE_ERR_INVALID_FORMAT, with err (may be NULL) saying why.
  */
 int qcow2_header_check(const uint8_t *data, size_t len, struct qcow2_header *ret,
-                       struct catalog_error *err);
+                       struct slate_error *err);
 
 /*
  * Reads the start of the regular file open as fd (at most QCOW2_HEADER_AREA_MAX bytes, with
  * pread: the file offset does not move) and checks it with qcow2_header_check(). Returns 0,
  * SLATE_ERR_INVALID_FORMAT, -EIO when the file shrinks while it is read, or another -errno.
  */
-int qcow2_header_check_fd(int fd, struct qcow2_header *ret, struct catalog_error *err);
+int qcow2_header_check_fd(int fd, struct qcow2_header *ret, struct slate_error *err);

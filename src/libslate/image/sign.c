@@ -36,19 +36,6 @@ static void sodium_freep(void *p)
 DEFINE_TRIVIAL_CLEANUP_FUNC(BIO *, BIO_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY *, EVP_PKEY_free);
 
-int catalog_error_set(struct catalog_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err) {
-		err->code = code;
-		va_start(ap, fmt);
-		(void)vsnprintf(err->message, sizeof(err->message), fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static int sign_init(void)
 {
 	/* Idempotent and thread-safe; needed before sodium_malloc() and randombytes. */
@@ -171,7 +158,7 @@ static int split_key_line(const char *text, size_t len, const char *tag, size_t 
 }
 
 static int parse_pem_public_key(const char *text, size_t len, struct sign_public_key *ret,
-                                struct catalog_error *err)
+                                struct slate_error *err)
 {
 	_cleanup_(BIO_freep) BIO *bio = NULL;
 	_cleanup_(EVP_PKEY_freep) EVP_PKEY *pkey = NULL;
@@ -186,7 +173,7 @@ static int parse_pem_public_key(const char *text, size_t len, struct sign_public
 	bool ok;
 
 	if (len > INT_MAX)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE, "PEM public key too large");
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE, "PEM public key too large");
 	bio = BIO_new_mem_buf(text, (int)len);
 	if (!bio)
 		return -ENOMEM;
@@ -205,30 +192,29 @@ static int parse_pem_public_key(const char *text, size_t len, struct sign_public
 	OPENSSL_free(der);
 	if (!ok) {
 		ERR_clear_error();
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "not a valid PEM public key");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "not a valid PEM public key");
 	}
 	/* Only blank space may follow the block. */
 	while ((n = BIO_read(bio, rest, sizeof(rest))) > 0)
 		for (int i = 0; i < n; i++)
 			if (rest[i] != '\n' && rest[i] != '\r' && rest[i] != ' ' && rest[i] != '\t')
-				return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-				                         "data after the PEM public key");
+				return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+				                       "data after the PEM public key");
 	if (EVP_PKEY_get_base_id(pkey) != EVP_PKEY_ED25519)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "PEM public key is not an Ed25519 key");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "PEM public key is not an Ed25519 key");
 	if (EVP_PKEY_get_raw_public_key(pkey, raw, &raw_len) != 1 || raw_len != sizeof(raw)) {
 		ERR_clear_error();
-		return catalog_error_set(err, SLATE_ERR_CRYPTO, "cannot read the Ed25519 key");
+		return slate_error_set(err, SLATE_ERR_CRYPTO, "cannot read the Ed25519 key");
 	}
 	r = sign_public_key_from_raw(raw, NULL, ret);
 	if (r < 0)
-		return catalog_error_set(err, r, "not a valid Ed25519 public key");
+		return slate_error_set(err, r, "not a valid Ed25519 public key");
 	return 0;
 }
 
 int sign_public_key_parse(const char *text, size_t len, struct sign_public_key *ret,
-                          struct catalog_error *err)
+                          struct slate_error *err)
 {
 	uint8_t raw[SIGN_PUBLIC_KEY_BYTES];
 	char comment[SIGN_COMMENT_MAX + 1];
@@ -239,30 +225,30 @@ int sign_public_key_parse(const char *text, size_t len, struct sign_public_key *
 	if (!text && len > 0)
 		return -EINVAL;
 	if (len > SIGN_KEY_FILE_MAX)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-		                         "public key larger than %u bytes", SIGN_KEY_FILE_MAX);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE, "public key larger than %u bytes",
+		                       SIGN_KEY_FILE_MAX);
 	if (len >= strlen(PEM_PUBLIC_KEY_BEGIN) &&
 	    memcmp(text, PEM_PUBLIC_KEY_BEGIN, strlen(PEM_PUBLIC_KEY_BEGIN)) == 0)
 		return parse_pem_public_key(text, len, ret, err);
 
 	r = split_key_line(text, len, SIGN_PUBLIC_KEY_TAG, B64_KEY_LEN, &b64, &c, &clen);
 	if (r < 0)
-		return catalog_error_set(err, r,
-		                         "not a public key (want one line \"" SIGN_PUBLIC_KEY_TAG
-		                         " BASE64 [COMMENT]\" or a PEM PUBLIC KEY block)");
+		return slate_error_set(err, r,
+		                       "not a public key (want one line \"" SIGN_PUBLIC_KEY_TAG
+		                       " BASE64 [COMMENT]\" or a PEM PUBLIC KEY block)");
 	if (sign_base64_decode(b64, B64_KEY_LEN, raw, sizeof(raw)) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "public key is not 32 bytes of base64");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "public key is not 32 bytes of base64");
 	memcpy(comment, c, clen);
 	comment[clen] = '\0';
 	r = sign_public_key_from_raw(raw, comment, ret);
 	if (r < 0)
-		return catalog_error_set(err, r, "not a valid Ed25519 public key");
+		return slate_error_set(err, r, "not a valid Ed25519 public key");
 	return 0;
 }
 
 int sign_public_key_load_at(int dirfd, const char *path, struct sign_public_key *ret,
-                            struct catalog_error *err)
+                            struct slate_error *err)
 {
 	_cleanup_buf_ struct buf *b = NULL;
 	int r;
@@ -271,14 +257,10 @@ int sign_public_key_load_at(int dirfd, const char *path, struct sign_public_key 
 	if (r == -EFBIG)
 		r = SLATE_ERR_TOO_LARGE;
 	if (r < 0)
-		return catalog_error_set(err, r, "%s: %s", path, slate_strerror(r));
+		return slate_error_errno(err, r, "%s", path);
 	r = sign_public_key_parse((const char *)buf_ptr(b), buf_len(b), ret, err);
-	if (r < 0 && err) {
-		char why[sizeof(err->message)];
-
-		memcpy(why, err->message, sizeof(why));
-		(void)catalog_error_set(err, r, "%s: %s", path, why);
-	}
+	if (r < 0)
+		(void)slate_error_wrap(err, r, "%s", path);
 	return r;
 }
 
@@ -328,7 +310,7 @@ int sign_secret_key_generate(const char *comment, struct sign_secret_key **ret)
 }
 
 int sign_secret_key_load_at(int dirfd, const char *path, struct sign_secret_key **ret,
-                            struct catalog_error *err)
+                            struct slate_error *err)
 {
 	_cleanup_secret_key_ struct sign_secret_key *k = NULL;
 	_cleanup_guarded_ char *text = NULL, *comment = NULL;
@@ -340,26 +322,26 @@ int sign_secret_key_load_at(int dirfd, const char *path, struct sign_secret_key 
 
 	r = sign_init();
 	if (r < 0)
-		return catalog_error_set(err, r, "cannot initialise libsodium");
+		return slate_error_set(err, r, "cannot initialise libsodium");
 	if (!path || !*path)
 		return -EINVAL;
 	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return catalog_error_set(err, -errno, "%s: %m", path);
+		return slate_error_errno(err, -errno, "%s", path);
 	if (fstat(fd, &st) < 0)
-		return catalog_error_set(err, -errno, "%s: %m", path);
+		return slate_error_errno(err, -errno, "%s", path);
 	if (!S_ISREG(st.st_mode))
-		return catalog_error_set(err, S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD,
-		                         "%s: not a regular file", path);
+		return slate_error_set(err, S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD,
+		                       "%s: not a regular file", path);
 	/* Checked before a byte is read: a secret others could read is no longer secret. */
 	if (st.st_mode & 077)
-		return catalog_error_set(err, SLATE_ERR_KEY_PERMISSIONS,
-		                         "%s: secret key file has mode %04o, group or others may "
-		                         "access it (chmod 0600 it, or better, make a new key)",
-		                         path, (unsigned)(st.st_mode & 07777));
+		return slate_error_set(err, SLATE_ERR_KEY_PERMISSIONS,
+		                       "%s: secret key file has mode %04o, group or others may "
+		                       "access it (chmod 0600 it, or better, make a new key)",
+		                       path, (unsigned)(st.st_mode & 07777));
 	if (st.st_size > SIGN_KEY_FILE_MAX)
-		return catalog_error_set(err, SLATE_ERR_TOO_LARGE, "%s: larger than %u bytes", path,
-		                         SIGN_KEY_FILE_MAX);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE, "%s: larger than %u bytes", path,
+		                       SIGN_KEY_FILE_MAX);
 
 	text = sodium_malloc(SIGN_KEY_FILE_MAX + 1);
 	comment = sodium_malloc(SIGN_COMMENT_MAX + 1);
@@ -372,31 +354,30 @@ int sign_secret_key_load_at(int dirfd, const char *path, struct sign_secret_key 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return catalog_error_set(err, -errno, "%s: %m", path);
+			return slate_error_errno(err, -errno, "%s", path);
 		if (n == 0)
 			break;
 		len += (size_t)n;
 		if (len > SIGN_KEY_FILE_MAX)
-			return catalog_error_set(err, SLATE_ERR_TOO_LARGE,
-			                         "%s: larger than %u bytes", path,
-			                         SIGN_KEY_FILE_MAX);
+			return slate_error_set(err, SLATE_ERR_TOO_LARGE, "%s: larger than %u bytes",
+			                       path, SIGN_KEY_FILE_MAX);
 	}
 
 	r = split_key_line(text, len, SIGN_SECRET_KEY_TAG, B64_KEY_LEN, &b64, &c, &clen);
 	if (r < 0)
-		return catalog_error_set(
+		return slate_error_set(
 		        err, r,
 		        "%s: not a secret key file (want one line \"" SIGN_SECRET_KEY_TAG
 		        " BASE64 [COMMENT]\")",
 		        path);
 	if (sign_base64_decode(b64, B64_KEY_LEN, k->seed, sizeof(k->seed)) < 0)
-		return catalog_error_set(err, SLATE_ERR_INVALID_FORMAT,
-		                         "%s: secret key is not 32 bytes of base64", path);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+		                       "%s: secret key is not 32 bytes of base64", path);
 	memcpy(comment, c, clen);
 	comment[clen] = '\0';
 	r = secret_key_derive(k, comment);
 	if (r < 0)
-		return catalog_error_set(err, r, "%s: %s", path, slate_strerror(r));
+		return slate_error_errno(err, r, "%s", path);
 	*ret = TAKE_PTR(k);
 	return 0;
 }
@@ -421,7 +402,7 @@ static int write_and_sync(int fd, const void *p, size_t n)
 }
 
 int sign_keygen_write_at(int dirfd, const char *secret_path, const char *public_path,
-                         const struct sign_secret_key *k, struct catalog_error *err)
+                         const struct sign_secret_key *k, struct slate_error *err)
 {
 	_cleanup_close_ int sfd = -1, pfd = -1;
 	_cleanup_guarded_ char *text = NULL;
@@ -453,25 +434,25 @@ int sign_keygen_write_at(int dirfd, const char *secret_path, const char *public_
 	sfd = openat(dirfd, secret_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 	             0600);
 	if (sfd < 0)
-		return catalog_error_set(err, -errno, "%s: %m", secret_path);
+		return slate_error_errno(err, -errno, "%s", secret_path);
 	if (fchmod(sfd, 0600) < 0) {
-		r = catalog_error_set(err, -errno, "%s: %m", secret_path);
+		r = slate_error_errno(err, -errno, "%s", secret_path);
 		goto fail_secret;
 	}
 	pfd = openat(dirfd, public_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 	             0644);
 	if (pfd < 0) {
-		r = catalog_error_set(err, -errno, "%s: %m", public_path);
+		r = slate_error_errno(err, -errno, "%s", public_path);
 		goto fail_secret;
 	}
 	r = write_and_sync(sfd, text, len);
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "%s: %s", secret_path, slate_strerror(r));
+		(void)slate_error_errno(err, r, "%s", secret_path);
 		goto fail_both;
 	}
 	r = write_and_sync(pfd, pub, strlen(pub));
 	if (r < 0) {
-		(void)catalog_error_set(err, r, "%s: %s", public_path, slate_strerror(r));
+		(void)slate_error_errno(err, r, "%s", public_path);
 		goto fail_both;
 	}
 	return 0;
@@ -573,7 +554,7 @@ int sign_signature_format(const char *key_id, const uint8_t sig[SIGN_SIGNATURE_B
 }
 
 int sign_signature_parse(const uint8_t *text, size_t len, char ret_key_id[SIGN_KEY_ID_LEN + 1],
-                         uint8_t ret_sig[SIGN_SIGNATURE_BYTES], struct catalog_error *err)
+                         uint8_t ret_sig[SIGN_SIGNATURE_BYTES], struct slate_error *err)
 {
 	static const char family[] = "slate-catalog-sig-";
 	const char *s = (const char *)text;
@@ -582,30 +563,30 @@ int sign_signature_parse(const uint8_t *text, size_t len, char ret_key_id[SIGN_K
 	uint8_t sig[SIGN_SIGNATURE_BYTES];
 
 	if (!text || len == 0)
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_MISSING,
-		                         "the catalog has no signature (the signature is empty)");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_MISSING,
+		                       "the catalog has no signature (the signature is empty)");
 	if (len > SIGN_SIG_FILE_MAX)
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
-		                         "malformed signature: larger than %u bytes",
-		                         SIGN_SIG_FILE_MAX);
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
+		                       "malformed signature: larger than %u bytes",
+		                       SIGN_SIG_FILE_MAX);
 	if (s[len - 1] == '\n')
 		len--;
 	if (len < strlen(family) || memcmp(s, family, strlen(family)) != 0)
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
-		                         "malformed signature: not a slate catalog signature");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
+		                       "malformed signature: not a slate catalog signature");
 	if (len < tag_len + 1 || memcmp(s, SIGN_SIGNATURE_TAG, tag_len) != 0 || s[tag_len] != ' ')
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
-		                         "malformed signature: unsupported signature format (want "
-		                         "\"" SIGN_SIGNATURE_TAG "\")");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
+		                       "malformed signature: unsupported signature format (want "
+		                       "\"" SIGN_SIGNATURE_TAG "\")");
 	if (len != want || s[tag_len + 1 + SIGN_KEY_ID_LEN] != ' ' ||
 	    !is_key_id(s + tag_len + 1, SIGN_KEY_ID_LEN))
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
-		                         "malformed signature: want one line \"" SIGN_SIGNATURE_TAG
-		                         " KEYID BASE64\" with a 16-hex-digit key ID and a "
-		                         "64-byte signature");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
+		                       "malformed signature: want one line \"" SIGN_SIGNATURE_TAG
+		                       " KEYID BASE64\" with a 16-hex-digit key ID and a "
+		                       "64-byte signature");
 	if (sign_base64_decode(s + want - B64_SIG_LEN, B64_SIG_LEN, sig, sizeof(sig)) < 0)
-		return catalog_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
-		                         "malformed signature: not 64 bytes of base64");
+		return slate_error_set(err, SLATE_ERR_SIGNATURE_FORMAT,
+		                       "malformed signature: not 64 bytes of base64");
 	memcpy(ret_key_id, s + tag_len + 1, SIGN_KEY_ID_LEN);
 	ret_key_id[SIGN_KEY_ID_LEN] = '\0';
 	memcpy(ret_sig, sig, sizeof(sig));

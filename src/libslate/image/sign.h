@@ -16,10 +16,10 @@
  * code and a message that names what was wrong.
  */
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/error.h"
 #include "util/macro.h"
 
 #define SIGN_PUBLIC_KEY_BYTES 32
@@ -38,15 +38,6 @@
 #define SIGN_SECRET_KEY_TAG "slate-ed25519-secret"
 #define SIGN_SIGNATURE_TAG "slate-catalog-sig-v1"
 #define SIGN_DOMAIN "slate-catalog-v1"
-
-/* Why something was refused: code is the returned error, message says what and where. */
-struct catalog_error {
-	int code;
-	char message[512];
-};
-
-/* Fills err (may be NULL) and returns code. */
-int catalog_error_set(struct catalog_error *err, int code, const char *fmt, ...) _printf_(3, 4);
 
 struct sign_public_key {
 	uint8_t key[SIGN_PUBLIC_KEY_BYTES];
@@ -80,10 +71,10 @@ int sign_public_key_from_raw(const uint8_t raw[SIGN_PUBLIC_KEY_BYTES], const cha
  * `openssl pkey -pubout` writes it). Anything else is SLATE_ERR_INVALID_FORMAT.
  */
 int sign_public_key_parse(const char *text, size_t len, struct sign_public_key *ret,
-                          struct catalog_error *err);
+                          struct slate_error *err);
 /* Reads and parses the public key file dirfd/path. */
 int sign_public_key_load_at(int dirfd, const char *path, struct sign_public_key *ret,
-                            struct catalog_error *err);
+                            struct slate_error *err);
 /* Returns the one-line text form, "slate-ed25519 BASE64[ COMMENT]\n", in a new string. */
 int sign_public_key_format(const struct sign_public_key *k, char **ret);
 
@@ -95,7 +86,7 @@ int sign_secret_key_generate(const char *comment, struct sign_secret_key **ret);
  * is not a regular file. The file's bytes only ever sit in guarded memory.
  */
 int sign_secret_key_load_at(int dirfd, const char *path, struct sign_secret_key **ret,
-                            struct catalog_error *err);
+                            struct slate_error *err);
 /* Returns the public half (owned by k). */
 const struct sign_public_key *sign_secret_key_public(const struct sign_secret_key *k);
 /* Wipes and frees k; NULL is fine. */
@@ -109,7 +100,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct sign_secret_key *, sign_secret_key_free);
  * failure nothing of ours is left behind.
  */
 int sign_keygen_write_at(int dirfd, const char *secret_path, const char *public_path,
-                         const struct sign_secret_key *k, struct catalog_error *err);
+                         const struct sign_secret_key *k, struct slate_error *err);
 
 /*
  * Builds the signed message for data on channel: SIGN_DOMAIN, NUL, "channel=", channel, NUL,
@@ -133,4 +124,4 @@ int sign_signature_format(const char *key_id, const uint8_t sig[SIGN_SIGNATURE_B
  * SIGN_SIG_FILE_MAX bytes, which are refused unread).
  */
 int sign_signature_parse(const uint8_t *text, size_t len, char ret_key_id[SIGN_KEY_ID_LEN + 1],
-                         uint8_t ret_sig[SIGN_SIGNATURE_BYTES], struct catalog_error *err);
+                         uint8_t ret_sig[SIGN_SIGNATURE_BYTES], struct slate_error *err);

@@ -239,7 +239,7 @@ static bool is_space(char ch)
 	return ch == ' ' || ch == '\t' || ch == '\r';
 }
 
-static int parse_line(struct conf *c, const char *p, size_t len, struct conf_error *err)
+static int parse_line(struct conf *c, const char *p, size_t len, struct slate_error *err)
 {
 	_cleanup_free_ char *key = NULL, *value = NULL;
 	const struct conf_key *k;
@@ -256,56 +256,62 @@ static int parse_line(struct conf *c, const char *p, size_t len, struct conf_err
 		return 0;
 	eq = memchr(p, '=', len);
 	if (!eq)
-		return why_set(err->message, sizeof(err->message), "expected \"key = value\"");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "expected \"key = value\"");
 	k_end = eq;
 	while (k_end > p && is_space(k_end[-1]))
 		k_end--;
 	klen = (size_t)(k_end - p);
 	if (klen == 0)
-		return why_set(err->message, sizeof(err->message), "a value without a key");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "a value without a key");
 	for (size_t i = 0; i < klen; i++)
 		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '-'))
-			return why_set(err->message, sizeof(err->message),
-			               "a key is made of a-z, 0-9 and '-'");
+			return slate_error_set(err, SLATE_ERR_INVALID_FORMAT,
+			                       "a key is made of a-z, 0-9 and '-'");
 	v = eq + 1;
 	vlen = len - (size_t)(v - p);
 	while (vlen > 0 && is_space(*v))
 		v++, vlen--;
 	if (memchr(v, '\0', vlen))
-		return why_set(err->message, sizeof(err->message), "a NUL byte in the value");
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "a NUL byte in the value");
 	if (c->n >= CONF_MAX_KEYS)
-		return SLATE_ERR_TOO_LARGE;
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE, "more than %u settings",
+		                       CONF_MAX_KEYS);
 	key = strndup(p, klen);
 	value = strndup(v, vlen);
 	if (!key || !value)
 		return -ENOMEM;
 	k = conf_key_find(key);
 	if (!k)
-		return why_set(err->message, sizeof(err->message), "unknown key '%s'", key);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "unknown key '%s'", key);
 	if (conf_get(c, key))
-		return why_set(err->message, sizeof(err->message), "'%s' is set twice", key);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "'%s' is set twice", key);
 	r = conf_check_value(k, value, why, sizeof(why));
 	if (r < 0)
 		/* The value is the administrator's own configuration, never a secret. */
-		return why_set(err->message, sizeof(err->message), "%s = %s: %s", key, value, why);
+		return slate_error_set(err, SLATE_ERR_INVALID_FORMAT, "%s = %s: %s", key, value,
+		                       why);
 	c->keys[c->n] = TAKE_PTR(key);
 	c->values[c->n] = TAKE_PTR(value);
 	c->n++;
 	return 0;
 }
 
-int conf_parse(const char *text, size_t len, struct conf **ret, struct conf_error *ret_err)
+/* Refusals name the line as compilers do: "NAME:LINE: why", or "line LINE: why" without a
+ * name. */
+static int parse_named(const char *name, const char *text, size_t len, struct conf **ret,
+                       struct slate_error *err)
 {
 	_cleanup_conf_ struct conf *c = NULL;
-	struct conf_error err = {0};
 	unsigned line = 0;
 	int r;
 
 	if (len > CONF_MAX_SIZE) {
-		(void)why_set(err.message, sizeof(err.message), "larger than %u bytes",
-		              CONF_MAX_SIZE);
-		r = SLATE_ERR_TOO_LARGE;
-		goto fail;
+		if (name)
+			return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+			                       "cannot read configuration %s: larger than %u bytes",
+			                       name, CONF_MAX_SIZE);
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE, "larger than %u bytes",
+		                       CONF_MAX_SIZE);
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -315,40 +321,33 @@ int conf_parse(const char *text, size_t len, struct conf **ret, struct conf_erro
 		size_t l = nl ? (size_t)(nl - text) : len;
 
 		line++;
-		r = parse_line(c, text, l, &err);
-		if (r < 0) {
-			err.line = line;
-			if (r == SLATE_ERR_TOO_LARGE)
-				(void)why_set(err.message, sizeof(err.message),
-				              "more than %u settings", CONF_MAX_KEYS);
-			goto fail;
-		}
+		r = parse_line(c, text, l, err);
+		if (r < 0)
+			return name ? slate_error_wrap(err, r, "%s:%u", name, line)
+			            : slate_error_wrap(err, r, "line %u", line);
 		text += l + (nl ? 1 : 0);
 		len -= l + (nl ? 1 : 0);
 	}
 	*ret = TAKE_PTR(c);
 	return 0;
-fail:
-	if (ret_err)
-		*ret_err = err;
-	return r;
 }
 
-int conf_load(const char *path, struct conf **ret, struct conf_error *err)
+int conf_parse(const char *text, size_t len, struct conf **ret, struct slate_error *err)
+{
+	return parse_named(NULL, text, len, ret, err);
+}
+
+int conf_load(const char *path, struct conf **ret, struct slate_error *err)
 {
 	_cleanup_buf_ struct buf *b = NULL;
 	int r;
 
 	r = fs_read_file_at(AT_FDCWD, path, CONF_MAX_SIZE, &b);
-	if (r == -EFBIG) {
-		if (err) {
-			*err = (struct conf_error){0};
-			(void)why_set(err->message, sizeof(err->message), "larger than %u bytes",
-			              CONF_MAX_SIZE);
-		}
-		return SLATE_ERR_TOO_LARGE;
-	}
+	if (r == -EFBIG)
+		return slate_error_set(err, SLATE_ERR_TOO_LARGE,
+		                       "cannot read configuration %s: larger than %u bytes", path,
+		                       CONF_MAX_SIZE);
 	if (r < 0)
-		return r;
-	return conf_parse((const char *)buf_ptr(b), buf_len(b), ret, err);
+		return slate_error_errno(err, r, "cannot read configuration %s", path);
+	return parse_named(path, (const char *)buf_ptr(b), buf_len(b), ret, err);
 }

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "util/error.h"
 #include "util/macro.h"
 
 #define CONF_MAX_SIZE (64u * 1024u)
@@ -39,12 +40,6 @@ struct conf_key {
 
 struct conf;
 
-/* Why a file was refused: the line (0 when the file as a whole was) and what is wrong with it. */
-struct conf_error {
-	unsigned line;
-	char message[256];
-};
-
 /* Returns the table of every key, ret_n its length. */
 const struct conf_key *conf_keys(size_t *ret_n);
 /* Returns the key called name, or NULL. */
@@ -54,11 +49,11 @@ const struct conf_key *conf_key_find(const char *name);
 int conf_check_value(const struct conf_key *key, const char *value, char *why, size_t why_len);
 
 /* Parses and checks path. Returns 0, -ENOENT when missing, SLATE_ERR_INVALID_FORMAT (or
- * SLATE_ERR_TOO_LARGE) with err (when non-NULL) naming the line and the reason, or another
- * negative error. */
-int conf_load(const char *path, struct conf **ret, struct conf_error *err);
-/* Parses and checks len bytes at text, as conf_load does. */
-int conf_parse(const char *text, size_t len, struct conf **ret, struct conf_error *err);
+ * SLATE_ERR_TOO_LARGE), or another negative error; err (may be NULL) says why, a refused line
+ * as "PATH:LINE: why". */
+int conf_load(const char *path, struct conf **ret, struct slate_error *err);
+/* Parses and checks len bytes at text, as conf_load does; a refused line is "line LINE: why". */
+int conf_parse(const char *text, size_t len, struct conf **ret, struct slate_error *err);
 /* Returns the value key was given in the file, or NULL. */
 const char *conf_get(const struct conf *c, const char *key);
 /* Returns the value key was given in the file (c may be NULL), else its default (may be NULL).
