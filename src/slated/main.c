@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <libvirt/libvirt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "api/server.h"
 #include "channel/channels.h"
 #include "daemon/domains.h"
+#include "daemon/limits.h"
 #include "helper/client.h"
 #include "image/postinstall.h"
 #include "image/store.h"
@@ -54,6 +56,10 @@ struct options {
 	char *core_dumps;
 	char *socket_group;
 	char *helper_socket;
+	char *max_running;
+	char *memory_budget;
+	char *when_full;
+	char *queue_timeout;
 };
 
 static void usage(FILE *f)
@@ -215,6 +221,10 @@ static int apply_config(struct options *o)
 	FILL(catalog_url, "catalog-url");
 	FILL(core_dumps, "core-dumps");
 	FILL(socket_group, "socket-group");
+	FILL(max_running, "max-running");
+	FILL(memory_budget, "memory-budget");
+	FILL(when_full, "when-full");
+	FILL(queue_timeout, "queue-timeout");
 #undef FILL
 	return 0;
 }
@@ -656,6 +666,8 @@ int main(int argc, char **argv)
 	_cleanup_close_ int state_fd = -1, lock_fd = -1;
 	int notify_fd = -1, listen_fd = -1, r, sig;
 	struct daemon_ctx ctx = {0};
+	struct daemon_limits limits;
+	struct slate_error limits_err = {0};
 	const struct api_route *routes;
 	struct api_server_config cfg;
 	_cleanup_free_ char *sock = NULL;
@@ -783,6 +795,17 @@ int main(int argc, char **argv)
 	        .catalog_url = o.catalog_url,
 	        .helper = helper,
 	        .helper_error = helper ? NULL : helper_why};
+	r = daemon_limits_init(&limits, o.max_running, o.memory_budget, o.when_full,
+	                       o.queue_timeout, &limits_err);
+	if (r < 0) {
+		log_error("%s", slate_error_text(&limits_err));
+		return EXIT_FAILURE;
+	}
+	ctx.limits = &limits;
+	if (limits.max_running || limits.memory_budget_mib)
+		log_info("limits: max-running %u, memory-budget %" PRIu64 " MiB, when full: %s",
+		         limits.max_running, limits.memory_budget_mib,
+		         limits.queue ? "queue" : "refuse");
 	/* The guest channels, then domain events, the KVM probe, and domains that kept running
 	 * while slated was away (their channels are connected again). */
 	r = channels_new(&ctx.channels);
@@ -880,5 +903,9 @@ int main(int argc, char **argv)
 	free(o.core_dumps);
 	free(o.socket_group);
 	free(o.helper_socket);
+	free(o.max_running);
+	free(o.memory_budget);
+	free(o.when_full);
+	free(o.queue_timeout);
 	return EXIT_SUCCESS;
 }

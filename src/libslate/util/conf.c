@@ -33,6 +33,10 @@ static const struct conf_key keys[] = {
         {.name = "channel", .type = CONF_NAME, .def = "stable"},
         {.name = "catalog-url", .type = CONF_URL},
         {.name = "core-dumps", .type = CONF_ENUM, .def = "no", .choices = "no|yes"},
+        {.name = "max-running", .type = CONF_COUNT, .def = "0", .max = 100000},
+        {.name = "memory-budget", .type = CONF_SIZE_AUTO, .def = "auto", .min = 64ull << 20},
+        {.name = "when-full", .type = CONF_ENUM, .def = "queue", .choices = "queue|refuse"},
+        {.name = "queue-timeout", .type = CONF_COUNT, .def = "0", .max = 7 * 24 * 3600},
 };
 
 struct conf {
@@ -197,12 +201,27 @@ int conf_check_value(const struct conf_key *key, const char *value, char *why, s
 			return why_set(why, why_len, "one of %s", key->choices);
 		return 0;
 	case CONF_SIZE:
+	case CONF_SIZE_AUTO:
+		if (key->type == CONF_SIZE_AUTO &&
+		    (strcmp(value, "auto") == 0 || strcmp(value, "none") == 0))
+			return 0;
 		if (size_parse(value, &size) < 0 || size < key->min) {
 			char min[32];
-			return why_set(why, why_len, "a size such as 64G, at least %s",
-			               size_format(key->min, min, sizeof(min)));
+			return why_set(why, why_len, "a size such as 64G, at least %s%s",
+			               size_format(key->min, min, sizeof(min)),
+			               key->type == CONF_SIZE_AUTO ? ", auto or none" : "");
 		}
 		return 0;
+	case CONF_COUNT: {
+		char *end;
+		unsigned long long v;
+		errno = 0;
+		v = strtoull(value, &end, 10);
+		if (value[0] < '0' || value[0] > '9' || errno || *end || v > key->max)
+			return why_set(why, why_len, "a number from 0 to %llu",
+			               (unsigned long long)key->max);
+		return 0;
+	}
 	case CONF_LOG_LEVEL:
 		if (log_level_from_string(value) < 0)
 			return why_set(why, why_len, "err, warning, notice, info or debug");

@@ -28,6 +28,8 @@ enum conf_type {
 	CONF_URL,       /* an http(s):// or file:// URL (curl's parser), or an absolute path */
 	CONF_NAME,      /* [a-z0-9][a-z0-9._-]*, at most 64 bytes, no "..": a catalog channel */
 	CONF_GROUP,     /* a group name as useradd takes it ([a-z_][a-z0-9_-]*[$]?), or a gid */
+	CONF_COUNT,     /* a decimal count, 0 to max */
+	CONF_SIZE_AUTO, /* as CONF_SIZE, or "auto" or "none" */
 };
 
 struct conf_key {
@@ -35,7 +37,8 @@ struct conf_key {
 	enum conf_type type;
 	const char *def;     /* the default as slate.conf(5) writes it; NULL: none */
 	const char *choices; /* CONF_ENUM only */
-	uint64_t min;        /* CONF_SIZE only */
+	uint64_t min;        /* CONF_SIZE, CONF_SIZE_AUTO */
+	uint64_t max;        /* CONF_COUNT */
 };
 
 struct conf;
