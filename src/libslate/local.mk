@@ -12,12 +12,12 @@ src_libslate_libslate_la_SOURCES = \
 	src/libslate/util/host.c src/libslate/util/host.h \
 	src/libslate/util/hex.c src/libslate/util/hex.h \
 	src/libslate/version.h
-src_libslate_libslate_la_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) \
+src_libslate_libslate_la_CFLAGS = $(PROG_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) \
 	$(MHD_CFLAGS) $(CURL_CFLAGS) $(LIBVIRT_CFLAGS) $(XML_CFLAGS) $(OPENSSL_CFLAGS) $(URING_CFLAGS) \
 	$(BTRFSUTIL_CFLAGS)
 src_libslate_libslate_la_LIBADD = $(SODIUM_LIBS) $(JSONC_LIBS) $(SYSTEMD_LIBS) $(MHD_LIBS) \
 	$(CURL_LIBS) $(LIBVIRT_LIBS) $(XML_LIBS) $(OPENSSL_LIBS) $(URING_LIBS) $(BTRFSUTIL_LIBS) -lpthread
 # Flags for everything that links libslate.
-LIBSLATE_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) $(MHD_CFLAGS) \
+LIBSLATE_CFLAGS = $(PROG_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) $(MHD_CFLAGS) \
 	$(CURL_CFLAGS) $(LIBVIRT_CFLAGS) $(XML_CFLAGS) $(OPENSSL_CFLAGS)
 LIBSLATE_LIBS = $(top_builddir)/src/libslate/libslate.la

@@ -10,3 +10,4 @@ slate_guest_CFLAGS = $(BASE_CFLAGS) -ffile-prefix-map=$(abs_top_srcdir)=. \
 # Sanitizer runtimes cannot be linked statically; the guest agent is built without them.
 slate_guest_CPPFLAGS = -include $(top_builddir)/config.h -I$(top_srcdir)/src/libslate/channel
 slate_guest_LDFLAGS = -all-static
+slate_guest_LDADD =

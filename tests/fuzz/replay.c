@@ -3,7 +3,8 @@
 /*
  * Replays a fuzz target's corpus without libFuzzer, so that every input that once crashed a
  * target stays a unit test. Linked with one fuzz-*.c; the corpus directory is the first
- * argument, else $FUZZ_CORPUS_DIR, else the FUZZ_CORPUS_DIR the build compiled in.
+ * argument, else $FUZZ_CORPUS_DIR, else the target's corpus in the source tree: the program
+ * test-fuzz-corpus-NAME replays FUZZ_CORPUS_ROOT/fuzz-NAME.
  */
 
 #include <dirent.h>
@@ -39,9 +40,16 @@ int main(int argc, char **argv)
 	struct dirent **names = NULL;
 	int n, failed = 0, replayed = 0;
 
-#ifdef FUZZ_CORPUS_DIR
-	if (!dir)
-		dir = FUZZ_CORPUS_DIR;
+#ifdef FUZZ_CORPUS_ROOT
+	char own[4096];
+	const char *base = strrchr(argv[0], '/'), *name;
+
+	base = base ? base + 1 : argv[0];
+	name = strstr(base, "test-fuzz-corpus-");
+	if (!dir && name &&
+	    snprintf(own, sizeof(own), "%s/fuzz-%s", FUZZ_CORPUS_ROOT,
+	             name + strlen("test-fuzz-corpus-")) < (int)sizeof(own))
+		dir = own;
 #endif
 	if (!dir) {
 		fprintf(stderr, "usage: %s CORPUS-DIR\n", argv[0]);

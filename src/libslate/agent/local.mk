@@ -10,11 +10,9 @@ EXTRA_DIST += doc/ssh-agent.md
 # temporary state directory, private agents of real OpenSSH for imported keys), and
 # test-agent-openssh.test: real OpenSSH clients (ssh-add, ssh-keygen -Y sign/verify, ssh into
 # a test-owned sshd on 127.0.0.1) against tests/unit/agent-serve, the agent outside slated.
-unit_tests += tests/unit/test-agent tests/unit/test-agent-openssh.test
-check_PROGRAMS += tests/unit/test-agent tests/unit/agent-serve
-tests_unit_test_agent_SOURCES = tests/unit/test-agent.c
-tests_unit_test_agent_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_agent_LDADD = $(UNIT_LDADD)
+unit_tests += tests/unit/test-agent-openssh.test
+unit_programs += tests/unit/test-agent
+check_PROGRAMS += tests/unit/agent-serve
 tests_unit_agent_serve_SOURCES = tests/unit/agent-serve.c
 tests_unit_agent_serve_CFLAGS = $(LIBSLATE_CFLAGS)
 tests_unit_agent_serve_LDADD = $(LIBSLATE_LIBS)
@@ -29,11 +27,7 @@ tests_fuzz_fuzz_agent_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_agent_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_agent_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-agent
-check_PROGRAMS += tests/unit/test-fuzz-corpus-agent
+unit_programs += tests/unit/test-fuzz-corpus-agent
 tests_unit_test_fuzz_corpus_agent_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-agent.c
-tests_unit_test_fuzz_corpus_agent_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-agent\"
-tests_unit_test_fuzz_corpus_agent_LDADD = $(LIBSLATE_LIBS)
 # The agent end to end: slate ssh-key through a private slated, OpenSSH inside the guest.
 integration_tests += tests/integration/ssh-agent.sh

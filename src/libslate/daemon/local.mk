@@ -15,14 +15,6 @@ src_libslate_libslate_la_SOURCES += \
 
 # The operations on a real store (qcow2 mode in a temporary directory), the refusals that come
 # before libvirt, and the API's error table; what needs a domain is tests/integration's.
-unit_tests += tests/unit/test-daemon
-check_PROGRAMS += tests/unit/test-daemon
-tests_unit_test_daemon_SOURCES = tests/unit/test-daemon.c
-tests_unit_test_daemon_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_daemon_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-daemon
 
-unit_tests += tests/unit/test-limits
-check_PROGRAMS += tests/unit/test-limits
-tests_unit_test_limits_SOURCES = tests/unit/test-limits.c
-tests_unit_test_limits_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_limits_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-limits

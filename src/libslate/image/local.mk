@@ -8,11 +8,7 @@ src_libslate_libslate_la_SOURCES += \
 
 # Catalog unit tests: the format, every refusal, keys, signatures (with an OpenSSL-made one),
 # rollback state and key rotation. tests/data/catalog holds fixtures and the script that made them.
-unit_tests += tests/unit/test-catalog
-check_PROGRAMS += tests/unit/test-catalog
-tests_unit_test_catalog_SOURCES = tests/unit/test-catalog.c
-tests_unit_test_catalog_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_catalog_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-catalog
 EXTRA_DIST += tests/data/catalog
 
 # The catalog parser's libFuzzer target (with the key and signature file parsers) and the replay
@@ -27,12 +23,8 @@ tests_fuzz_fuzz_catalog_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_catalog_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_catalog_LDADD = $(JSONC_LIBS) $(SODIUM_LIBS) $(OPENSSL_LIBS) -lm
 endif
-unit_tests += tests/unit/test-fuzz-corpus-catalog
-check_PROGRAMS += tests/unit/test-fuzz-corpus-catalog
+unit_programs += tests/unit/test-fuzz-corpus-catalog
 tests_unit_test_fuzz_corpus_catalog_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-catalog.c
-tests_unit_test_fuzz_corpus_catalog_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-catalog\"
-tests_unit_test_fuzz_corpus_catalog_LDADD = $(LIBSLATE_LIBS)
 
 # slate-catalog as built: keygen/sign/verify, exit codes, refusals, an OpenSSL-made signature.
 integration_tests += tests/integration/slate-catalog.sh
@@ -58,11 +50,7 @@ src_libslate_libslate_la_SOURCES += \
 # Its unit test: a hand-built header with one thing changed per case (every refusal), and the
 # images the real qemu-img makes (plain, v2, zstd, extended L2 taken; data file, backing, LUKS
 # refused).
-unit_tests += tests/unit/test-qcow2-header
-check_PROGRAMS += tests/unit/test-qcow2-header
-tests_unit_test_qcow2_header_SOURCES = tests/unit/test-qcow2-header.c
-tests_unit_test_qcow2_header_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_qcow2_header_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-qcow2-header
 
 # The header check's libFuzzer target (the bytes come from a catalog's mirror) and its corpus
 # replayed as a unit test.
@@ -74,27 +62,21 @@ tests_fuzz_fuzz_qcow2_header_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_qcow2_header_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_qcow2_header_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-qcow2-header
-check_PROGRAMS += tests/unit/test-fuzz-corpus-qcow2-header
+unit_programs += tests/unit/test-fuzz-corpus-qcow2-header
 tests_unit_test_fuzz_corpus_qcow2_header_SOURCES = tests/fuzz/replay.c \
 	tests/fuzz/fuzz-qcow2-header.c
-tests_unit_test_fuzz_corpus_qcow2_header_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-qcow2-header\"
-tests_unit_test_fuzz_corpus_qcow2_header_LDADD = $(LIBSLATE_LIBS)
 src_libslate_libslate_la_CFLAGS += $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(LZMA_CFLAGS)
 src_libslate_libslate_la_LIBADD += $(ZLIB_LIBS) $(ZSTD_LIBS) $(LZMA_LIBS)
 
 # Expansion round trips (none/gzip/zstd/xz, holes kept, SHA-256 of the output) and refusals
 # (truncated, corrupt, too large); downloads against a local HTTP server (python3 on 127.0.0.1):
 # Range resume, the size cap, 404, redirects to file:// refused.
-unit_tests += tests/unit/test-expand tests/unit/test-fetch
-check_PROGRAMS += tests/unit/test-expand tests/unit/test-fetch
+unit_tests += tests/unit/test-expand
+unit_programs += tests/unit/test-fetch
+check_PROGRAMS += tests/unit/test-expand
 tests_unit_test_expand_SOURCES = tests/unit/test-expand.c
 tests_unit_test_expand_CFLAGS = $(UNIT_CFLAGS) $(ZLIB_CFLAGS) $(ZSTD_CFLAGS) $(LZMA_CFLAGS)
 tests_unit_test_expand_LDADD = $(UNIT_LDADD) $(ZLIB_LIBS) $(ZSTD_LIBS) $(LZMA_LIBS)
-tests_unit_test_fetch_SOURCES = tests/unit/test-fetch.c
-tests_unit_test_fetch_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_fetch_LDADD = $(UNIT_LDADD)
 EXTRA_DIST += tests/unit/fetch-server.py
 
 # catalog update, image pull, image ls, create, image verify and every refusal, end to end
@@ -117,12 +99,8 @@ tests_fuzz_fuzz_expand_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_expand_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_expand_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-expand
-check_PROGRAMS += tests/unit/test-fuzz-corpus-expand
+unit_programs += tests/unit/test-fuzz-corpus-expand
 tests_unit_test_fuzz_corpus_expand_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-expand.c
-tests_unit_test_fuzz_corpus_expand_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-expand\"
-tests_unit_test_fuzz_corpus_expand_LDADD = $(LIBSLATE_LIBS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz-expand
 
 # Postinstall steps: run in seq order on a clone of the base inside a short-lived installer VM
@@ -138,11 +116,7 @@ EXTRA_DIST += tests/integration/postinstall.sh
 
 # The installer console parser: transcripts (unit test), its libFuzzer target and the corpus
 # replayed as a unit test.
-unit_tests += tests/unit/test-postinstall
-check_PROGRAMS += tests/unit/test-postinstall
-tests_unit_test_postinstall_SOURCES = tests/unit/test-postinstall.c
-tests_unit_test_postinstall_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_postinstall_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-postinstall
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-postinstall-log
 tests_fuzz_fuzz_postinstall_log_SOURCES = tests/fuzz/fuzz-postinstall-log.c
@@ -150,13 +124,9 @@ tests_fuzz_fuzz_postinstall_log_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_postinstall_log_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_postinstall_log_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-postinstall-log
-check_PROGRAMS += tests/unit/test-fuzz-corpus-postinstall-log
+unit_programs += tests/unit/test-fuzz-corpus-postinstall-log
 tests_unit_test_fuzz_corpus_postinstall_log_SOURCES = tests/fuzz/replay.c \
 	tests/fuzz/fuzz-postinstall-log.c
-tests_unit_test_fuzz_corpus_postinstall_log_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-postinstall-log\"
-tests_unit_test_fuzz_corpus_postinstall_log_LDADD = $(LIBSLATE_LIBS)
 EXTRA_DIST += tests/fuzz/corpus/fuzz-postinstall-log
 
 # images/ubuntu-24.04 stays publishable: the entry parses and signs, the unit verifies.

@@ -21,22 +21,12 @@ tests_unit_proxy_listen_CFLAGS = $(LIBSLATE_CFLAGS)
 tests_unit_proxy_listen_LDADD = $(LIBSLATE_LIBS)
 
 # Unit tests: the parser, hosts and addresses, the scan, the policy, the CA, the core.
-unit_tests += tests/unit/test-http tests/unit/test-host tests/unit/test-proxy
-check_PROGRAMS += tests/unit/test-http tests/unit/test-host tests/unit/test-proxy
-tests_unit_test_http_SOURCES = tests/unit/test-http.c
-tests_unit_test_http_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_http_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-http
+unit_programs += tests/unit/test-host
+unit_programs += tests/unit/test-proxy
 tests_unit_test_host_SOURCES = tests/unit/test-host.c tests/unit/host-cases.h
-tests_unit_test_host_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_host_LDADD = $(UNIT_LDADD)
 tests_unit_test_proxy_SOURCES = tests/unit/test-proxy.c tests/unit/host-cases.h
-tests_unit_test_proxy_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_proxy_LDADD = $(UNIT_LDADD)
-unit_tests += tests/unit/test-tripwire
-check_PROGRAMS += tests/unit/test-tripwire
-tests_unit_test_tripwire_SOURCES = tests/unit/test-tripwire.c
-tests_unit_test_tripwire_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_tripwire_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-tripwire
 
 # The request parser, fuzzed (heads whole and in pieces, chunked bodies); its corpus replayed.
 if ENABLE_FUZZING
@@ -48,12 +38,8 @@ tests_fuzz_fuzz_http_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_http_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_http_LDADD = $(SODIUM_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-http
-check_PROGRAMS += tests/unit/test-fuzz-corpus-http
+unit_programs += tests/unit/test-fuzz-corpus-http
 tests_unit_test_fuzz_corpus_http_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-http.c
-tests_unit_test_fuzz_corpus_http_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-http\"
-tests_unit_test_fuzz_corpus_http_LDADD = $(LIBSLATE_LIBS)
 # The one host normaliser (util/host.c): secret bindings, egress rules, request hosts.
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-host
@@ -62,12 +48,8 @@ tests_fuzz_fuzz_host_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_host_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_host_LDADD = $(IDN2_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-host
-check_PROGRAMS += tests/unit/test-fuzz-corpus-host
+unit_programs += tests/unit/test-fuzz-corpus-host
 tests_unit_test_fuzz_corpus_host_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-host.c
-tests_unit_test_fuzz_corpus_host_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-host\"
-tests_unit_test_fuzz_corpus_host_LDADD = $(LIBSLATE_LIBS)
 # The leak scanner's patterns and their automaton (proxy/tripwire.c, proxy/scan.c).
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-tripwire
@@ -77,12 +59,8 @@ tests_fuzz_fuzz_tripwire_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_tripwire_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_tripwire_LDADD = $(SODIUM_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-tripwire
-check_PROGRAMS += tests/unit/test-fuzz-corpus-tripwire
+unit_programs += tests/unit/test-fuzz-corpus-tripwire
 tests_unit_test_fuzz_corpus_tripwire_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-tripwire.c
-tests_unit_test_fuzz_corpus_tripwire_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-tripwire\"
-tests_unit_test_fuzz_corpus_tripwire_LDADD = $(LIBSLATE_LIBS)
 
 # End to end with real peers (curl, Python's http.server over ssl, a raw TCP server): host side
 # through tests/unit/proxy-listen, and inside a test VM through a private slated.

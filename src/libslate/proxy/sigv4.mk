@@ -3,11 +3,7 @@ src_libslate_libslate_la_SOURCES += src/libslate/proxy/sigv4.c src/libslate/prox
 	src/libslate/proxy/sigv4-canon.c src/libslate/proxy/sigv4-stream.c \
 	src/libslate/proxy/sigv4-internal.h
 
-unit_tests += tests/unit/test-sigv4
-check_PROGRAMS += tests/unit/test-sigv4
-tests_unit_test_sigv4_SOURCES = tests/unit/test-sigv4.c
-tests_unit_test_sigv4_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_sigv4_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-sigv4
 EXTRA_DIST += tests/data/sigv4
 
 # The parsers and the aws-chunked transformer under libFuzzer; its corpus replayed by every
@@ -20,12 +16,8 @@ tests_fuzz_fuzz_sigv4_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_sigv4_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_sigv4_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-sigv4
-check_PROGRAMS += tests/unit/test-fuzz-corpus-sigv4
+unit_programs += tests/unit/test-fuzz-corpus-sigv4
 tests_unit_test_fuzz_corpus_sigv4_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-sigv4.c
-tests_unit_test_fuzz_corpus_sigv4_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-sigv4\"
-tests_unit_test_fuzz_corpus_sigv4_LDADD = $(LIBSLATE_LIBS)
 
 # The re-signer driven the way the egress proxy drives it, for tests/integration/sigv4.sh.
 check_PROGRAMS += tests/integration/sigv4-resign

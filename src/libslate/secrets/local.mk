@@ -10,19 +10,16 @@ src_libslate_libslate_la_CFLAGS += $(IDN2_CFLAGS)
 src_libslate_libslate_la_LIBADD += $(IDN2_LIBS)
 
 # Placeholders: shape, GitHub's checksum, determinism, salt rotation.
-unit_tests += tests/unit/test-placeholder tests/unit/test-vault tests/unit/test-provision
-check_PROGRAMS += tests/unit/test-placeholder tests/unit/test-vault tests/unit/test-provision
+unit_tests += tests/unit/test-placeholder
+unit_programs += tests/unit/test-vault
+unit_programs += tests/unit/test-provision
+check_PROGRAMS += tests/unit/test-placeholder
 tests_unit_test_placeholder_SOURCES = tests/unit/test-placeholder.c
 tests_unit_test_placeholder_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_placeholder_LDADD = $(UNIT_LDADD) $(ZLIB_LIBS)
 # The vault: sealing, purpose binding, tampering, merge, host normalisation, the key file.
 tests_unit_test_vault_SOURCES = tests/unit/test-vault.c tests/unit/host-cases.h
-tests_unit_test_vault_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_vault_LDADD = $(UNIT_LDADD)
 # What the guest is given: environment and files, placeholders only.
-tests_unit_test_provision_SOURCES = tests/unit/test-provision.c
-tests_unit_test_provision_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_provision_LDADD = $(UNIT_LDADD)
 
 # The vault's plaintext parser (what install_unseal hands it), fuzzed and its corpus replayed.
 if ENABLE_FUZZING
@@ -34,12 +31,8 @@ tests_fuzz_fuzz_vault_CFLAGS = $(LIBSLATE_CFLAGS) $(IDN2_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_vault_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-vault
-check_PROGRAMS += tests/unit/test-fuzz-corpus-vault
+unit_programs += tests/unit/test-fuzz-corpus-vault
 tests_unit_test_fuzz_corpus_vault_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-vault.c
-tests_unit_test_fuzz_corpus_vault_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-vault\"
-tests_unit_test_fuzz_corpus_vault_LDADD = $(LIBSLATE_LIBS)
 
 # secret set/ls/rm through a private slated and the real client (no VM).
 integration_tests += tests/integration/secrets.sh

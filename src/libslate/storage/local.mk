@@ -15,21 +15,15 @@ src_libslate_libslate_la_SOURCES += \
 
 # Storage and image store tests on real loop-mounted btrfs, XFS (reflink=1) and ext4 made in
 # the fixture (root; skipped with exit 77 otherwise). SLATE_STORAGE_BENCH=1 runs the timings.
-unit_tests += tests/unit/test-storage tests/unit/test-image-store
-check_PROGRAMS += tests/unit/test-storage tests/unit/test-image-store
+unit_tests += tests/unit/test-storage
+unit_programs += tests/unit/test-image-store
+check_PROGRAMS += tests/unit/test-storage
 tests_unit_test_storage_SOURCES = tests/unit/test-storage.c
 tests_unit_test_storage_CFLAGS = $(UNIT_CFLAGS) $(BTRFSUTIL_CFLAGS)
 tests_unit_test_storage_LDADD = $(UNIT_LDADD) $(BTRFSUTIL_LIBS)
-tests_unit_test_image_store_SOURCES = tests/unit/test-image-store.c
-tests_unit_test_image_store_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_image_store_LDADD = $(UNIT_LDADD)
 EXTRA_DIST += doc/storage.md
 
 # spawn_run_confined(), the root qemu-img converts catalog disks in: only its files are there,
 # no capability, and the real qemu-img cannot open the data file a hostile qcow2 names (root;
 # skipped with exit 77 otherwise).
-unit_tests += tests/unit/test-spawn
-check_PROGRAMS += tests/unit/test-spawn
-tests_unit_test_spawn_SOURCES = tests/unit/test-spawn.c
-tests_unit_test_spawn_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_spawn_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-spawn

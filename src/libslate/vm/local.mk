@@ -29,33 +29,17 @@ libvirtxml_DATA = libvirt-xml/domain.xml
 EXTRA_DIST += doc/vm.md
 
 # The domain XML: built from the template, parsed back, every value checked.
-unit_tests += tests/unit/test-vm-xml
-check_PROGRAMS += tests/unit/test-vm-xml
-tests_unit_test_vm_xml_SOURCES = tests/unit/test-vm-xml.c
-tests_unit_test_vm_xml_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_vm_xml_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-vm-xml
 
 # The user QEMU runs as, and the directories it must be able to search.
-unit_tests += tests/unit/test-qemu-user
-check_PROGRAMS += tests/unit/test-qemu-user
-tests_unit_test_qemu_user_SOURCES = tests/unit/test-qemu-user.c
-tests_unit_test_qemu_user_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_qemu_user_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-qemu-user
 
 # The doctor's verdict on a slow define: the cause and the remedy.
-unit_tests += tests/unit/test-define-time
-check_PROGRAMS += tests/unit/test-define-time
-tests_unit_test_define_time_SOURCES = tests/unit/test-define-time.c
-tests_unit_test_define_time_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_define_time_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-define-time
 
 # Start, stop, suspend/resume, console, events and daemon restarts on the test image (TCG).
 integration_tests += tests/integration/vm.sh
 EXTRA_DIST += tests/integration/vm.sh
 
 # Shares: the path walk that refuses symlinks and owner changes, and virtiofsd as the owner.
-unit_tests += tests/unit/test-virtiofs
-check_PROGRAMS += tests/unit/test-virtiofs
-tests_unit_test_virtiofs_SOURCES = tests/unit/test-virtiofs.c
-tests_unit_test_virtiofs_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_virtiofs_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-virtiofs

@@ -12,11 +12,5 @@ src_libslate_libslate_la_SOURCES += \
 EXTRA_DIST += doc/workspace.md doc/crash-points.md
 # Tests: the MAC registry on a temporary directory; workspaces on loop-mounted btrfs and XFS
 # (root only, skipped otherwise).
-unit_tests += tests/unit/test-mac tests/unit/test-workspace
-check_PROGRAMS += tests/unit/test-mac tests/unit/test-workspace
-tests_unit_test_mac_SOURCES = tests/unit/test-mac.c
-tests_unit_test_mac_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_mac_LDADD = $(UNIT_LDADD)
-tests_unit_test_workspace_SOURCES = tests/unit/test-workspace.c
-tests_unit_test_workspace_CFLAGS = $(UNIT_CFLAGS)
-tests_unit_test_workspace_LDADD = $(UNIT_LDADD)
+unit_programs += tests/unit/test-mac
+unit_programs += tests/unit/test-workspace
