@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -701,7 +702,8 @@ static const char run_usage[] =
         "/STAGE.sh)\n"
         "holds placeholders only. The script's failure exits $BUILD_FAILURE_EXIT_CODE; one of\n"
         "slate's (slated unreachable, the workspace gone, the session lost) exits\n"
-        "$SYSTEM_FAILURE_EXIT_CODE. SIGTERM is passed on to the script, and ends the driver.\n";
+        "$SYSTEM_FAILURE_EXIT_CODE. SIGTERM is passed on to the script and ends the driver "
+        "(143).\n";
 
 static int ci_run(struct slate_ctx *ctx, int argc, char **argv)
 {
@@ -789,6 +791,11 @@ static int ci_run(struct slate_ctx *ctx, int argc, char **argv)
 		status = slate_exec_fds(ctx, what, name, &o, STDIN_FILENO, STDOUT_FILENO,
 		                        STDERR_FILENO, &exited);
 	}
+	/* SIGTERM or SIGHUP to the driver (a cancelled or timed-out job): passed on, and we
+	 * left as the shell would (128+N); the runner's cleanup_exec comes next. */
+	if (!exited &&
+	    (status == 128 + SIGTERM || status == 128 + SIGHUP || status == 128 + SIGINT))
+		return status;
 	if (!exited)
 		return ci_fail(what, "the %s stage did not end by itself in workspace %s", stage,
 		               name);

@@ -317,7 +317,7 @@ kill -TERM "$run_pid"
 rc=0
 timeout 20 tail --pid="$run_pid" -f /dev/null || fail "run did not end within 20 s of SIGTERM"
 wait "$run_pid" || rc=$?
-[ "$rc" != 0 ] || fail "run exited 0 after SIGTERM"
+[ "$rc" = 143 ] || fail "run exited $rc after SIGTERM, want 143: $(cat "$work/out.killed")"
 if pgrep -f "ci gitlab run $work/script.build_script" >/dev/null; then
     fail "a driver process stayed: $(pgrep -af "ci gitlab run")"
 fi
