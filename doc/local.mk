@@ -1,6 +1,6 @@
 # The design documents ship with the source: every doc/*.md is listed here, and dist-hook
 # (below) fails `make dist` when one is not, so a new document cannot be left out of the tarball.
-doc_md = doc/architecture.md doc/security.md doc/cli.md doc/style.md doc/api.md \
+doc_md = doc/architecture.md doc/security.md doc/cli.md doc/style.md doc/api.md doc/ci-runners.md \
 	doc/catalog.md doc/crash-points.md doc/egress-proxy.md doc/guest-channel.md doc/helper.md \
 	doc/performance.md doc/secrets.md doc/sigv4.md doc/ssh-agent.md doc/storage.md doc/vm.md \
 	doc/workspace.md

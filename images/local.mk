@@ -11,9 +11,10 @@ EXTRA_DIST += images/ubuntu-24.04/README.md images/ubuntu-24.04/entry.json.in \
 	images/ubuntu-24.04/steps/40-egress-ca.sh images/ubuntu-24.04/steps/50-proxy.sh \
 	images/ubuntu-24.04/steps/60-no-bypass.sh
 
-# What the integration tests use inside the guest: curl (the egress proxy) and the
-# OpenSSH client tools (the SSH agent).
-TEST_IMAGE_PACKAGES = curl openssh-client
+# What the integration tests use inside the guest: curl (the egress proxy), the
+# OpenSSH client tools (the SSH agent), git and bash (the GitLab Runner driver: its job
+# scripts are bash, get_sources clones with git over HTTPS through the proxy).
+TEST_IMAGE_PACKAGES = curl openssh-client git bash
 # images/test/build does nothing when its recorded inputs (packages, slate-guest, scripts) match.
 test-image: slate-guest$(EXEEXT)
 	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/test/build --out $(TEST_IMAGE_DIR) \

@@ -123,6 +123,9 @@ int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_
  * status after the message (EXIT_USAGE for a bad --egress value). */
 int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char *arg,
                         struct json_object *egress);
+/* ci.c: slate ci gitlab config|prepare|run|cleanup, a GitLab Runner custom executor driver. */
+int cmd_ci(struct slate_ctx *ctx, int argc, char **argv);
+
 /* In vm.c: an API connection upgraded to protocol (see there). */
 int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, const char *path,
                   const char *protocol, struct json_object *body, char *extra, size_t *extra_len);

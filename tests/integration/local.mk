@@ -37,3 +37,8 @@ integration_tests += tests/integration/doc-examples.sh
 # Nothing hangs: exec, shell and run end with their own status when the workspace is paused,
 # quarantined, stopped or its guest stops answering; a second Ctrl-C or SIGTERM ends the client.
 integration_tests += tests/integration/exec-hang.sh
+
+# The GitLab Runner custom executor driver (slate ci gitlab) playing gitlab-runner's sequence
+# against a real HTTPS git server (lighttpd + git http-backend on 127.0.0.1): the clone works
+# through the proxy, no real token in the guest, exit codes, nothing left after a killed job.
+integration_tests += tests/integration/ci-gitlab.sh
