@@ -45,39 +45,19 @@ tests_fuzz_fuzz_channel_LDADD = $(LIBSLATE_LIBS)
 endif
 
 FUZZ_REPLAY_CFLAGS = $(LIBSLATE_CFLAGS)
-unit_tests += tests/unit/test-fuzz-corpus-json tests/unit/test-fuzz-corpus-buf
-check_PROGRAMS += tests/unit/test-fuzz-corpus-json tests/unit/test-fuzz-corpus-buf
+unit_programs += tests/unit/test-fuzz-corpus-json
+unit_programs += tests/unit/test-fuzz-corpus-buf
 tests_unit_test_fuzz_corpus_json_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-json.c
-tests_unit_test_fuzz_corpus_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-json\"
-tests_unit_test_fuzz_corpus_json_LDADD = $(LIBSLATE_LIBS)
 tests_unit_test_fuzz_corpus_buf_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-buf.c
-tests_unit_test_fuzz_corpus_buf_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-buf\"
-tests_unit_test_fuzz_corpus_buf_LDADD = $(LIBSLATE_LIBS)
-unit_tests += tests/unit/test-fuzz-corpus-workspace-json tests/unit/test-fuzz-corpus-macs \
-	tests/unit/test-fuzz-corpus-image-json
-check_PROGRAMS += tests/unit/test-fuzz-corpus-workspace-json tests/unit/test-fuzz-corpus-macs \
-	tests/unit/test-fuzz-corpus-image-json
+unit_programs += tests/unit/test-fuzz-corpus-workspace-json
+unit_programs += tests/unit/test-fuzz-corpus-macs
+unit_programs += tests/unit/test-fuzz-corpus-image-json
 tests_unit_test_fuzz_corpus_workspace_json_SOURCES = tests/fuzz/replay.c \
 	tests/fuzz/fuzz-workspace-json.c
-tests_unit_test_fuzz_corpus_workspace_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-workspace-json\"
-tests_unit_test_fuzz_corpus_workspace_json_LDADD = $(LIBSLATE_LIBS)
 tests_unit_test_fuzz_corpus_macs_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-macs.c
-tests_unit_test_fuzz_corpus_macs_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-macs\"
-tests_unit_test_fuzz_corpus_macs_LDADD = $(LIBSLATE_LIBS)
 tests_unit_test_fuzz_corpus_image_json_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-image-json.c
-tests_unit_test_fuzz_corpus_image_json_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-image-json\"
-tests_unit_test_fuzz_corpus_image_json_LDADD = $(LIBSLATE_LIBS)
-unit_tests += tests/unit/test-fuzz-corpus-channel
-check_PROGRAMS += tests/unit/test-fuzz-corpus-channel
+unit_programs += tests/unit/test-fuzz-corpus-channel
 tests_unit_test_fuzz_corpus_channel_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-channel.c
-tests_unit_test_fuzz_corpus_channel_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-channel\"
-tests_unit_test_fuzz_corpus_channel_LDADD = $(LIBSLATE_LIBS)
 # Body and query substitution (proxy/subst.c): escaping and the placeholder's place.
 if ENABLE_FUZZING
 noinst_PROGRAMS += tests/fuzz/fuzz-subst
@@ -86,12 +66,8 @@ tests_fuzz_fuzz_subst_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_subst_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_subst_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-subst
-check_PROGRAMS += tests/unit/test-fuzz-corpus-subst
+unit_programs += tests/unit/test-fuzz-corpus-subst
 tests_unit_test_fuzz_corpus_subst_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-subst.c
-tests_unit_test_fuzz_corpus_subst_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-subst\"
-tests_unit_test_fuzz_corpus_subst_LDADD = $(LIBSLATE_LIBS)
 # slated-helper's request check (helper/proto.c): whatever it lets through is what the helper's
 # actions may rely on.
 if ENABLE_FUZZING
@@ -102,10 +78,6 @@ tests_fuzz_fuzz_helper_request_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
 tests_fuzz_fuzz_helper_request_LDFLAGS = $(FUZZ_FLAGS)
 tests_fuzz_fuzz_helper_request_LDADD = $(LIBSLATE_LIBS)
 endif
-unit_tests += tests/unit/test-fuzz-corpus-helper-request
-check_PROGRAMS += tests/unit/test-fuzz-corpus-helper-request
+unit_programs += tests/unit/test-fuzz-corpus-helper-request
 tests_unit_test_fuzz_corpus_helper_request_SOURCES = tests/fuzz/replay.c \
 	tests/fuzz/fuzz-helper-request.c
-tests_unit_test_fuzz_corpus_helper_request_CFLAGS = $(FUZZ_REPLAY_CFLAGS) \
-	-DFUZZ_CORPUS_DIR=\"$(abs_top_srcdir)/tests/fuzz/corpus/fuzz-helper-request\"
-tests_unit_test_fuzz_corpus_helper_request_LDADD = $(LIBSLATE_LIBS)
