@@ -318,10 +318,10 @@ static int exec_session_fds(struct slate_ctx *ctx, const char *what, const char 
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_free_ uint8_t *out = malloc(OUT_CAP), *in = malloc(IN_CAP);
-	_cleanup_close_ int sock = -1;
+	struct api_conn conn = API_CONN_NULL;
 	char term[256];
 	const char *t = getenv("TERM");
-	CURL *curl;
+	int sock;
 	long n;
 	int status;
 
@@ -368,15 +368,10 @@ static int exec_session_fds(struct slate_ctx *ctx, const char *what, const char 
 	if (!o->interactive)
 		(void)queue(&s, EX_STDIN_EOF, NULL, 0);
 
-	curl = curl_easy_init();
-	if (!curl)
-		return slate_fail(what, "out of memory");
 	s.in_len = IN_CAP;
-	sock = slate_upgrade(ctx, curl, what, path, EXEC_PROTOCOL, body, (char *)in, &s.in_len);
-	if (sock < 0) {
-		curl_easy_cleanup(curl);
+	sock = slate_upgrade(ctx, &conn, what, path, EXEC_PROTOCOL, body, (char *)in, &s.in_len);
+	if (sock < 0)
 		return EXIT_FAILED;
-	}
 	s.sock = sock;
 	if (o->tty && o->interactive && isatty(STDIN_FILENO) &&
 	    tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
@@ -389,7 +384,7 @@ static int exec_session_fds(struct slate_ctx *ctx, const char *what, const char 
 		status = slate_fail(what, "malformed reply from slated");
 	else
 		status = session_loop(&s);
-	curl_easy_cleanup(curl);
+	(void)api_conn_close(&conn);
 	if (ret_ended)
 		*ret_ended = s.command_ended;
 	return status;

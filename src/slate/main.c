@@ -43,19 +43,25 @@ static const struct command commands[] = {
         {"catalog", cmd_catalog, "fetch and verify the signed image catalog"},
         {"version", cmd_version, "client and daemon versions"},
         {"doctor", cmd_doctor, "check the host: state directory, storage, libvirt, KVM, vsock"},
+        {"system", cmd_system, "dial-stdio: slated's end of 'slate --host ssh://'"},
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: slate [--json] [--socket PATH] COMMAND [ARG]...\n\n"
-	           "Run coding agents and CI jobs in one virtual machine per workspace.\n\n"
-	           "Commands:\n");
+	fprintf(f,
+	        "Usage: slate [--json] [--socket PATH | --host ssh://[USER@]HOST[:PORT]] COMMAND "
+	        "[ARG]...\n\n"
+	        "Run coding agents and CI jobs in one virtual machine per workspace.\n\n"
+	        "Commands:\n");
 	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f,
-	        "\nOptions (accepted by every command):\n"
+	        "\nOptions (--host before the command; the others after it too):\n"
 	        "  --json         machine-readable output: one JSON document on stdout\n"
 	        "  --socket PATH  the daemon's socket (default %s/slated.sock, env SLATE_SOCKET)\n"
+	        "  --host ssh://[USER@]HOST[:PORT]\n"
+	        "                 the daemon on HOST, reached with ssh (env SLATE_HOST; the ssh\n"
+	        "                 command: env SLATE_SSH)\n"
 	        "  -h, --help     this help\n"
 	        "  -V, --version  print the client version\n",
 	        SLATE_RUNTIME_DIR);
@@ -83,7 +89,22 @@ int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg)
 		return 1;
 	case OPT_SOCKET:
 		ctx->socket = arg;
+		ctx->socket_opt = true;
+		if (ctx->host_opt)
+			exit(slate_usage_error(ctx, "--host and --socket exclude each other"));
 		return 1;
+	case OPT_REMOTE: {
+		struct api_endpoint ep;
+		char why[256];
+
+		if (api_endpoint_parse_host(arg, &ep, why, sizeof(why)) < 0)
+			exit(slate_usage_error(ctx, "invalid --host '%s': %s", arg, why));
+		ctx->host = arg;
+		ctx->host_opt = true;
+		if (ctx->socket_opt)
+			exit(slate_usage_error(ctx, "--host and --socket exclude each other"));
+		return 1;
+	}
 	default:
 		return 0;
 	}
@@ -175,10 +196,37 @@ int slate_api_fail(const char *what, const struct api_error *err)
 	return slate_fail(what, "%s", err->message[0] ? err->message : slate_strerror(err->code));
 }
 
+int slate_endpoint(const struct slate_ctx *ctx, struct api_endpoint *ret)
+{
+	const char *ssh = getenv("SLATE_SSH");
+	char why[256];
+	int r;
+
+	/* --socket on the command line beats SLATE_HOST in the environment. */
+	if (ctx->host && *ctx->host && (ctx->host_opt || !ctx->socket_opt)) {
+		r = api_endpoint_parse_host(ctx->host, ret, why, sizeof(why));
+		if (r < 0)
+			return slate_usage_error(ctx, "invalid %s '%s': %s",
+			                         ctx->host_opt ? "--host" : "SLATE_HOST", ctx->host,
+			                         why),
+			       r;
+		ret->ssh_command = ssh && *ssh ? ssh : NULL;
+		return 0;
+	}
+	r = api_endpoint_unix(ctx->socket, ret);
+	if (r < 0)
+		return slate_fail(ctx->command, "socket path too long: %s", ctx->socket), r;
+	return 0;
+}
+
 int slate_client(const struct slate_ctx *ctx, struct api_client **ret)
 {
-	int r = api_client_new(ctx->socket, ret);
+	struct api_endpoint ep;
+	int r = slate_endpoint(ctx, &ep);
 
+	if (r < 0)
+		return r;
+	r = api_client_new_endpoint(&ep, ret);
 	if (r < 0)
 		return slate_fail(ctx->command, "%s", slate_strerror(r)), r;
 	return 0;
@@ -195,10 +243,11 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
+	        {"host", required_argument, NULL, OPT_REMOTE},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
 	};
-	struct slate_ctx ctx = {.socket = getenv("SLATE_SOCKET")};
+	struct slate_ctx ctx = {.socket = getenv("SLATE_SOCKET"), .host = getenv("SLATE_HOST")};
 	int c;
 
 	log_open("slate", LOG_TARGET_STDERR);

@@ -10,25 +10,31 @@
 #include <stdint.h>
 
 #include "api/client.h"
+#include "api/dial.h"
 #include "util/macro.h"
 
 #define EXIT_USAGE 2
 
 struct slate_ctx {
 	bool json;
-	const char *socket;
-	const char *command; /* for messages: "version", "image ls"... */
+	const char *socket;        /* --socket, SLATE_SOCKET or the default */
+	const char *host;          /* --host, else SLATE_HOST (ssh://...), else NULL */
+	bool socket_opt, host_opt; /* given on the command line */
+	const char *command;       /* for messages: "version", "image ls"... */
 };
 
-/* Long options every command accepts; append to a command's own table with SLATE_COMMON_OPTS. */
-enum { OPT_JSON = 1000, OPT_SOCKET, OPT_HELP };
+/* Long options every command accepts; append to a command's own table with SLATE_COMMON_OPTS.
+ * --host (OPT_REMOTE) is slate's own, before the command, as docker's -H is: "secret set --host"
+ * is another option. */
+enum { OPT_JSON = 1000, OPT_SOCKET, OPT_REMOTE, OPT_HELP };
 #define SLATE_COMMON_OPTS                                                                          \
 	{"json", no_argument, NULL, OPT_JSON}, {"socket", required_argument, NULL, OPT_SOCKET},    \
 	{                                                                                          \
 		"help", no_argument, NULL, OPT_HELP                                                \
 	}
 
-/* Handles a common option; returns 1 if it was one, 0 if not. */
+/* Handles a common option; returns 1 if it was one, 0 if not. A --host that is not an
+ * ssh:// URL, or --host with --socket, ends the program with a usage error. */
 int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg);
 
 /*
@@ -61,7 +67,12 @@ struct slate_subcommand {
 int slate_dispatch(struct slate_ctx *ctx, const char *usage, const struct slate_subcommand *subs,
                    size_t n, int argc, char **argv);
 
-/* Connects (lazily) to the daemon at ctx->socket. Returns 0 or prints and returns < 0. */
+/*
+ * Where slated is: --host (or SLATE_HOST, when --socket is not given) as ssh://, with SLATE_SSH
+ * as the ssh command; else the socket. Returns 0, or prints why and returns < 0.
+ */
+int slate_endpoint(const struct slate_ctx *ctx, struct api_endpoint *ret);
+/* Connects (lazily) to the daemon at slate_endpoint(). Returns 0 or prints and returns < 0. */
 int slate_client(const struct slate_ctx *ctx, struct api_client **ret);
 /* Prints obj on stdout as one pretty JSON document. Returns 0. */
 int slate_print_json(struct json_object *obj);
@@ -114,6 +125,8 @@ int cmd_secret(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_egress(struct slate_ctx *ctx, int argc, char **argv);
 /* trace.c: slate trace NAME [--leaks]. */
 int cmd_trace(struct slate_ctx *ctx, int argc, char **argv);
+/* system.c: slate system dial-stdio. */
+int cmd_system(struct slate_ctx *ctx, int argc, char **argv);
 
 /* In workspace.c: --share HOSTDIR[:GUESTDIR][:ro] into shares. 0, or an exit status. */
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares);
@@ -127,5 +140,6 @@ int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char
 int cmd_ci(struct slate_ctx *ctx, int argc, char **argv);
 
 /* In vm.c: an API connection upgraded to protocol (see there). */
-int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, const char *path,
-                  const char *protocol, struct json_object *body, char *extra, size_t *extra_len);
+int slate_upgrade(const struct slate_ctx *ctx, struct api_conn *conn, const char *what,
+                  const char *path, const char *protocol, struct json_object *body, char *extra,
+                  size_t *extra_len);

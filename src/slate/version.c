@@ -2,6 +2,7 @@
 /* slate version: the client's version and, round-tripped through the socket, the daemon's. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api/client.h"
 #include "slate.h"
@@ -72,7 +73,11 @@ int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 		(void)json_add_string(out, "daemon_version", dver);
 		(void)json_add_int64(out, "daemon_api_version", dapi);
 		(void)json_add_int64(out, "daemon_pid", dpid);
-		(void)json_add_string(out, "socket", ctx->socket);
+		/* Where slated was reached: its socket, or "host" for ssh://. */
+		(void)json_add_string(
+		        out,
+		        strncmp(api_client_socket(client), "ssh://", 6) == 0 ? "host" : "socket",
+		        api_client_socket(client));
 	}
 
 	if (ctx->json)
@@ -80,6 +85,6 @@ int cmd_version(struct slate_ctx *ctx, int argc, char **argv)
 	printf("client: slate %s (API version %d)\n", SLATE_VERSION, SLATE_API_VERSION);
 	if (!client_only)
 		printf("daemon: slated %s (API version %lld, pid %lld, %s)\n", dver,
-		       (long long)dapi, (long long)dpid, ctx->socket);
+		       (long long)dapi, (long long)dpid, api_client_socket(client));
 	return EXIT_SUCCESS;
 }

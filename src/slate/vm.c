@@ -274,22 +274,22 @@ static void restore_tty(void)
 }
 
 /*
- * Opens an API connection upgraded to protocol: POST path with body (may be NULL), then reads the
- * reply head. Returns the socket (blocking), or prints "slate: what: ..." and returns < 0. The
- * bytes that came after the head are copied to extra (at most *extra_len; *extra_len gets how
- * many). curl must stay alive as long as the socket is used.
+ * Opens an API connection upgraded to protocol through api_dial() (conn gets it): POST path with
+ * body (may be NULL), then reads the reply head. Returns the socket (blocking), or prints
+ * "slate: what: ..." and returns < 0 with conn closed. The bytes that came after the head are
+ * copied to extra (at most *extra_len; *extra_len gets how many). api_conn_close(conn) ends it.
  */
-int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, const char *path,
-                  const char *protocol, struct json_object *body, char *extra, size_t *extra_len)
+int slate_upgrade(const struct slate_ctx *ctx, struct api_conn *conn, const char *what,
+                  const char *path, const char *protocol, struct json_object *body, char *extra,
+                  size_t *extra_len)
 {
-	char head[MAX_REPLY_HEAD + 1], *end;
+	char head[MAX_REPLY_HEAD + 1], *end, why[1024];
 	_cleanup_free_ char *req = NULL;
 	const char *json = body ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : "";
+	struct api_endpoint ep;
 	size_t got = 0, n;
-	curl_socket_t sock;
 	unsigned status = 0;
-	CURLcode cc;
-	int fl;
+	int sock;
 
 	if (!json ||
 	    asprintf(&req,
@@ -299,25 +299,17 @@ int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, con
 	             path, protocol, API_VERSION_HEADER, SLATE_API_VERSION,
 	             body ? "Content-Type: application/json\r\n" : "", strlen(json), json) < 0)
 		return slate_fail(what, "out of memory"), -1;
-	(void)curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, ctx->socket);
-	(void)curl_easy_setopt(curl, CURLOPT_URL, "http://slated/");
-	(void)curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
-	cc = curl_easy_perform(curl);
-	if (cc != CURLE_OK) {
-		char why[1024];
-
-		(void)api_socket_explain(ctx->socket, curl_easy_strerror(cc), why, sizeof(why));
+	if (slate_endpoint(ctx, &ep) < 0)
+		return -1;
+	if (api_dial(&ep, conn, why, sizeof(why)) < 0)
+		return slate_fail(what, "%s", why), -1;
+	sock = conn->fd;
+	/* A lost connection must be an error, not the end of slate. */
+	(void)signal(SIGPIPE, SIG_IGN);
+	if (fs_write_all(sock, req, strlen(req)) < 0) {
+		(void)api_conn_fail(&ep, conn, strerror(errno), why, sizeof(why));
 		return slate_fail(what, "%s", why), -1;
 	}
-	if (curl_easy_getinfo(curl, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
-	    sock == CURL_SOCKET_BAD)
-		return slate_fail(what, "no socket"), -1;
-	/* libcurl leaves it non-blocking; from here on it is plain blocking I/O. */
-	fl = fcntl(sock, F_GETFL);
-	if (fl >= 0)
-		(void)fcntl(sock, F_SETFL, fl & ~O_NONBLOCK);
-	if (fs_write_all(sock, req, strlen(req)) < 0)
-		return slate_fail(what, "cannot send the request: %s", strerror(errno)), -1;
 	for (;;) {
 		ssize_t r = read(sock, head + got, MAX_REPLY_HEAD - got);
 		const char *cl;
@@ -340,9 +332,14 @@ int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, con
 			break;
 	}
 	head[got] = '\0';
+	if (got == 0) {
+		/* Nothing at all: for ssh, it could not log in or the remote end failed. */
+		(void)api_conn_fail(&ep, conn, "no reply", why, sizeof(why));
+		return slate_fail(what, "%s", why), -1;
+	}
 	end = strstr(head, "\r\n\r\n");
 	if (!end || sscanf(head, "HTTP/1.1 %u", &status) != 1)
-		return slate_fail(what, "slated's reply is not HTTP"), -1;
+		return api_conn_close(conn), slate_fail(what, "slated's reply is not HTTP"), -1;
 	if (status != 101) {
 		_cleanup_json_ struct json_object *o = NULL;
 		const char *code = NULL, *msg = NULL;
@@ -350,6 +347,7 @@ int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, con
 
 		while (blen > 0 && strchr(" \t\r\n", end[4 + blen - 1]))
 			blen--;
+		(void)api_conn_close(conn);
 		if (json_parse_object(end + 4, blen, MAX_REPLY_HEAD, &o) >= 0 &&
 		    api_error_parse(o, &code, &msg) >= 0)
 			return slate_fail(what, "%s", msg), -1;
@@ -360,18 +358,18 @@ int slate_upgrade(const struct slate_ctx *ctx, CURL *curl, const char *what, con
 		n = *extra_len;
 	memcpy(extra, end + 4, n);
 	*extra_len = n;
-	return (int)sock;
+	return sock;
 }
 
 /* The console's connection; the first output goes to stdout. */
-static int console_connect(struct slate_ctx *ctx, const char *name, CURL *curl)
+static int console_connect(struct slate_ctx *ctx, const char *name, struct api_conn *conn)
 {
 	char path[128 + WORKSPACE_NAME_MAX], extra[MAX_REPLY_HEAD];
 	size_t n = sizeof(extra);
 	int sock;
 
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/console", name);
-	sock = slate_upgrade(ctx, curl, "console", path, CONSOLE_PROTOCOL, NULL, extra, &n);
+	sock = slate_upgrade(ctx, conn, "console", path, CONSOLE_PROTOCOL, NULL, extra, &n);
 	if (sock >= 0 && n > 0)
 		(void)fs_write_all(STDOUT_FILENO, extra, n);
 	return sock;
@@ -383,7 +381,7 @@ int cmd_console(struct slate_ctx *ctx, int argc, char **argv)
 	        SLATE_COMMON_OPTS,
 	        {},
 	};
-	CURL *curl = NULL;
+	struct api_conn conn = API_CONN_NULL;
 	struct pollfd pfd[2];
 	bool tty, in_open = true;
 	const char *name;
@@ -413,14 +411,9 @@ int cmd_console(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_usage_error(ctx, "console: --json makes no sense for a console");
 
 	(void)signal(SIGPIPE, SIG_IGN);
-	curl = curl_easy_init();
-	if (!curl)
-		return slate_fail("console", "out of memory");
-	sock = console_connect(ctx, name, curl);
-	if (sock < 0) {
-		curl_easy_cleanup(curl);
+	sock = console_connect(ctx, name, &conn);
+	if (sock < 0)
 		return EXIT_FAILURE;
-	}
 	tty = isatty(STDIN_FILENO);
 	if (tty && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
 		struct termios raw = saved_tio;
@@ -473,6 +466,6 @@ int cmd_console(struct slate_ctx *ctx, int argc, char **argv)
 	restore_tty();
 	if (tty)
 		fprintf(stderr, "\nDetached from %s's console.\n", name);
-	curl_easy_cleanup(curl);
+	(void)api_conn_close(&conn);
 	return rc;
 }

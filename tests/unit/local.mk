@@ -38,3 +38,5 @@ EXTRA_DIST += tests/unit/slate-guest.test tests/unit/guest-driver.py
 unit_programs += tests/unit/test-subst
 # The sha256-1m disk digest (image/verify.c): hole layout does not matter, one byte does.
 unit_programs += tests/unit/test-verify
+# api/dial: the ssh:// parser, failed-ssh messages, dial-stdio's bridge.
+unit_programs += tests/unit/test-dial

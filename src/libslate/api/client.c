@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "api/client.h"
+#include "api/dial.h"
 #include "api/protocol.h"
 #include "util/buf.h"
 #include "util/error.h"
@@ -32,9 +34,27 @@ static void free_wipe(char *s)
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(char *, free_wipe);
 
+#define MAX_CONNS 4
+
+/*
+ * Over ssh, curl connects to a listening socket of the client's own (an abstract address the
+ * kernel picks) and ssh gets the accepted end: curl must make the connection itself, as libcurl
+ * 7.88 connects even a socket CURLOPT_SOCKOPTFUNCTION calls connected. A connection is only
+ * taken from a peer that is this very process (SO_PEERCRED).
+ */
 struct api_client {
-	char *socket_path;
+	struct api_endpoint ep;
+	char name[512]; /* ep for messages */
 	CURL *curl;
+	int listener;        /* ssh only: what curl connects to, else -1 */
+	char abstract[16];   /* its address, without the leading NUL */
+	curl_socket_t fresh; /* the socket curl opened for the connection it is making */
+	/* The connections curl opened over ssh and has not closed yet: its fd, ssh's pid. */
+	struct api_conn conns[MAX_CONNS];
+	int dial_error;      /* starting ssh failed for the last call: the error, or 0 */
+	char dial_why[1024]; /* and its message */
+	int ssh_status;      /* wait status of the last ssh that ended */
+	bool ssh_ended;      /* ... and whether there was one */
 };
 
 struct call_state {
@@ -68,7 +88,7 @@ _printf_(3, 4) static int set_error(struct api_error *err, int code, const char 
 	return code;
 }
 
-int api_client_new(const char *socket_path, struct api_client **ret)
+int api_client_new_endpoint(const struct api_endpoint *ep, struct api_client **ret)
 {
 	struct api_client *c;
 
@@ -76,9 +96,14 @@ int api_client_new(const char *socket_path, struct api_client **ret)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->socket_path = strdup(socket_path);
+	c->ep = *ep;
+	c->listener = -1;
+	c->fresh = CURL_SOCKET_BAD;
+	(void)api_endpoint_name(ep, c->name, sizeof(c->name));
+	for (size_t i = 0; i < MAX_CONNS; i++)
+		c->conns[i] = API_CONN_NULL;
 	c->curl = curl_easy_init();
-	if (!c->socket_path || !c->curl) {
+	if (!c->curl) {
 		api_client_free(c);
 		return -ENOMEM;
 	}
@@ -86,19 +111,154 @@ int api_client_new(const char *socket_path, struct api_client **ret)
 	return 0;
 }
 
+int api_client_new(const char *socket_path, struct api_client **ret)
+{
+	struct api_endpoint ep;
+	int r = api_endpoint_unix(socket_path, &ep);
+
+	return r < 0 ? r : api_client_new_endpoint(&ep, ret);
+}
+
 void api_client_free(struct api_client *c)
 {
 	if (!c)
 		return;
+	/* Closes curl's connections (close_socket() below) and so reaps their ssh. */
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
-	free(c->socket_path);
+	for (size_t i = 0; i < MAX_CONNS; i++)
+		(void)api_conn_close(&c->conns[i]);
+	(void)safe_close(c->listener);
 	free(c);
 }
 
 const char *api_client_socket(const struct api_client *c)
 {
-	return c->socket_path;
+	return c->name;
+}
+
+/* The listening socket curl connects to; its address in c->abstract. Returns 0 or -errno. */
+static int ssh_listener(struct api_client *c)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	socklen_t len = sizeof(sa_family_t);
+	_cleanup_close_ int fd = -1;
+	size_t n;
+
+	if (c->listener >= 0)
+		return 0;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* An address of sa_family_t alone: the kernel picks a free abstract name (unix(7)). */
+	if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, MAX_CONNS) < 0)
+		return -errno;
+	len = sizeof(sa);
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+		return -errno;
+	n = len - offsetof(struct sockaddr_un, sun_path);
+	if (n < 2 || n - 1 >= sizeof(c->abstract) || sa.sun_path[0] != '\0')
+		return -EINVAL;
+	memcpy(c->abstract, sa.sun_path + 1, n - 1);
+	c->abstract[n - 1] = '\0';
+	c->listener = TAKE_FD(fd);
+	return 0;
+}
+
+static curl_socket_t open_socket(void *p, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct api_client *c = p;
+	int fd;
+
+	if (purpose != CURLSOCKTYPE_IPCXN)
+		return CURL_SOCKET_BAD;
+	fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+	c->fresh = fd < 0 ? CURL_SOCKET_BAD : fd;
+	return c->fresh;
+}
+
+/* A connection curl made to the listener, from this process, or -1. */
+static int accept_own(int listener)
+{
+	for (;;) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return -1;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+		    cred.pid == getpid())
+			return fd;
+		(void)close(fd); /* someone else's: never handed to ssh */
+	}
+}
+
+/* After curl connected, before the request: a new connection gets its ssh. */
+static int on_connected(void *p, char *conn_ip, char *local_ip, int conn_port, int local_port)
+{
+	struct api_client *c = p;
+	_cleanup_close_ int theirs = -1;
+	size_t i;
+	pid_t pid;
+	int r;
+
+	(void)conn_ip;
+	(void)local_ip;
+	(void)conn_port;
+	(void)local_port;
+	if (c->fresh == CURL_SOCKET_BAD)
+		return CURL_PREREQFUNC_OK; /* a connection curl reused: its ssh runs */
+	for (i = 0; i < MAX_CONNS && c->conns[i].fd >= 0; i++)
+		;
+	theirs = accept_own(c->listener);
+	if (i == MAX_CONNS || theirs < 0) {
+		c->dial_error = i == MAX_CONNS ? -EMFILE : -EIO;
+		(void)snprintf(c->dial_why, sizeof(c->dial_why), "cannot connect to %s: %s",
+		               c->name, i == MAX_CONNS ? "too many connections" : strerror(errno));
+		return CURL_PREREQFUNC_ABORT;
+	}
+	r = api_ssh_start(&c->ep, theirs, &pid, c->dial_why, sizeof(c->dial_why));
+	if (r < 0) {
+		c->dial_error = r;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	c->conns[i] = (struct api_conn){.fd = c->fresh, .pid = pid};
+	c->fresh = CURL_SOCKET_BAD;
+	return CURL_PREREQFUNC_OK;
+}
+
+static int close_socket(void *p, curl_socket_t fd)
+{
+	struct api_client *c = p;
+
+	if (fd == c->fresh)
+		c->fresh = CURL_SOCKET_BAD;
+	for (size_t i = 0; i < MAX_CONNS; i++) {
+		if (c->conns[i].fd != fd)
+			continue;
+		c->ssh_ended = c->conns[i].pid > 0;
+		if (c->ssh_ended)
+			c->ssh_status = api_conn_close(&c->conns[i]);
+		else
+			(void)api_conn_close(&c->conns[i]);
+		return 0;
+	}
+	return close(fd);
+}
+
+/* The transport failed: reaps every ssh (their connections stay curl's to close). */
+static void reap_all(struct api_client *c)
+{
+	for (size_t i = 0; i < MAX_CONNS; i++) {
+		struct api_conn only_pid = {.fd = -1, .pid = c->conns[i].pid};
+
+		if (only_pid.pid <= 0)
+			continue;
+		c->ssh_ended = true;
+		c->ssh_status = api_conn_close(&only_pid);
+		c->conns[i].pid = 0;
+	}
 }
 
 static size_t on_header(char *line, size_t size, size_t n, void *p)
@@ -224,7 +384,24 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 		return set_error(err, -ENOMEM, "out of memory");
 
 	curl_easy_reset(c->curl);
-	(void)curl_easy_setopt(c->curl, CURLOPT_UNIX_SOCKET_PATH, c->socket_path);
+	c->dial_error = 0;
+	c->ssh_ended = false;
+	if (c->ep.ssh) {
+		r = ssh_listener(c);
+		if (r < 0) {
+			buf_free(st.data);
+			return set_error(err, r, "cannot connect to %s: %s", c->name, strerror(-r));
+		}
+		(void)curl_easy_setopt(c->curl, CURLOPT_ABSTRACT_UNIX_SOCKET, c->abstract);
+		(void)curl_easy_setopt(c->curl, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+		(void)curl_easy_setopt(c->curl, CURLOPT_OPENSOCKETDATA, c);
+		(void)curl_easy_setopt(c->curl, CURLOPT_PREREQFUNCTION, on_connected);
+		(void)curl_easy_setopt(c->curl, CURLOPT_PREREQDATA, c);
+		(void)curl_easy_setopt(c->curl, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+		(void)curl_easy_setopt(c->curl, CURLOPT_CLOSESOCKETDATA, c);
+	} else {
+		(void)curl_easy_setopt(c->curl, CURLOPT_UNIX_SOCKET_PATH, c->ep.socket);
+	}
 	(void)curl_easy_setopt(c->curl, CURLOPT_URL, url);
 	(void)curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	(void)curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
@@ -254,17 +431,29 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 	curl_slist_free_all(headers);
 	(void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 
+	if (c->dial_error < 0) {
+		r = set_error(err, c->dial_error, "%s", c->dial_why);
+		goto out;
+	}
 	if (cc == CURLE_COULDNT_CONNECT ||
 	    (cc != CURLE_OK && status == 0 && !st.header_seen_version)) {
 		char why[sizeof(err->message)];
 
-		r = api_socket_explain(c->socket_path, curl_easy_strerror(cc), why, sizeof(why));
+		reap_all(c);
+		if (c->ep.ssh) {
+			api_ssh_status_explain(&c->ep, c->ssh_ended ? c->ssh_status : 0, why,
+			                       sizeof(why));
+			r = -ECONNREFUSED;
+		} else {
+			r = api_socket_explain(c->ep.socket, curl_easy_strerror(cc), why,
+			                       sizeof(why));
+		}
 		r = set_error(err, r, "%s", why);
 		goto out;
 	}
 	if (!st.header_seen_version) {
 		r = set_error(err, SLATE_ERR_PROTOCOL_VERSION,
-		              "%s does not answer like slated (no %s header)", c->socket_path,
+		              "%s does not answer like slated (no %s header)", c->name,
 		              API_VERSION_HEADER);
 		goto out;
 	}
@@ -276,7 +465,7 @@ int api_client_call(struct api_client *c, const char *method, const char *path,
 		goto out;
 	}
 	if (cc != CURLE_OK && st.error == 0) {
-		r = set_error(err, -EIO, "talking to slated at %s: %s", c->socket_path,
+		r = set_error(err, -EIO, "talking to slated at %s: %s", c->name,
 		              curl_easy_strerror(cc));
 		goto out;
 	}

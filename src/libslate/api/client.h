@@ -2,7 +2,8 @@
 #pragma once
 
 /*
- * The API client: libcurl over the daemon's unix socket. It checks that the daemon speaks
+ * The API client: libcurl over the daemon's unix socket, or that socket reached over ssh (every
+ * connection is api_dial()'s, api/dial.h). It checks that the daemon speaks
  * the client's API version on every reply and turns transport failures into messages that say
  * which socket was tried and how to start the daemon.
  */
@@ -26,12 +27,16 @@ struct api_error {
 /* Called for each "progress" event of a stream; return < 0 to stop reading. */
 typedef int (*api_event_fn)(struct json_object *event, void *userdata);
 
+struct api_endpoint;
+
+/* Returns 0 and a client for slated at ep (api/dial.h; copied) in *ret, or a negative error. */
+int api_client_new_endpoint(const struct api_endpoint *ep, struct api_client **ret);
 /* Returns 0 and a client for the socket at path in *ret, or a negative error. */
 int api_client_new(const char *socket_path, struct api_client **ret);
 void api_client_free(struct api_client *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_client *, api_client_free);
 
-/* Returns the socket path the client uses. */
+/* Returns where the client finds slated, for messages: the socket's path, or ssh://... */
 const char *api_client_socket(const struct api_client *c);
 
 /*
