@@ -42,3 +42,7 @@ integration_tests += tests/integration/exec-hang.sh
 # against a real HTTPS git server (lighttpd + git http-backend on 127.0.0.1): the clone works
 # through the proxy, no real token in the guest, exit codes, nothing left after a killed job.
 integration_tests += tests/integration/ci-gitlab.sh
+
+# slate --host ssh://: the client through a real sshd on 127.0.0.1 to a second local user's
+# "slate system dial-stdio" (exec, PTYs, console, permissions, ssh failures).
+integration_tests += tests/integration/remote-ssh.sh
