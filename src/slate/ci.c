@@ -130,10 +130,18 @@ static int ci_call(const struct slate_ctx *ctx, const char *method, const char *
                    struct json_object **ret, struct api_error *err)
 {
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
+	struct api_endpoint ep;
 	int r;
 
 	memset(err, 0, sizeof(*err));
-	r = api_client_new(ctx->socket, &client);
+	/* --host/SLATE_HOST too: a runner may drive the slated of another host. */
+	r = slate_endpoint(ctx, &ep);
+	if (r < 0) {
+		err->code = r;
+		(void)snprintf(err->message, sizeof(err->message), "no daemon to reach");
+		return r;
+	}
+	r = api_client_new_endpoint(&ep, &client);
 	if (r < 0) {
 		err->code = r;
 		(void)snprintf(err->message, sizeof(err->message), "%s", strerror(-r));
