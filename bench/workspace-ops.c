@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	check(storage_open(state_fd, argv[1], &cfg, &s), "storage_open");
+	check(storage_open(state_fd, argv[1], &cfg, &s, NULL), "storage_open");
 	check(image_store_import(s, "base", argv[2], NULL, NULL, NULL, false, NULL, NULL, NULL),
 	      "image_store_import");
 	check(workspace_store_open(s, NULL, &st), "workspace_store_open");

@@ -237,13 +237,11 @@ static int apply_config(struct options *o)
 static struct storage_privops privops;
 static char helper_why[512];
 
-static int no_helper(void *userdata, const char *state_path, char **err)
+static int no_helper(void *userdata, const char *state_path, struct slate_error *err)
 {
-	if (err && !*err &&
-	    asprintf(err, "the storage pool of %s needs slated-helper, and there is none: %s",
-	             state_path, (const char *)userdata) < 0)
-		*err = NULL;
-	return -ENOTCONN;
+	return slate_error_set(err, -ENOTCONN,
+	                       "the storage pool of %s needs slated-helper, and there is none: %s",
+	                       state_path, (const char *)userdata);
 }
 
 /*
@@ -259,10 +257,12 @@ static struct helper *start_helper(const struct options *o)
 	int r;
 
 	if (o->helper_socket) {
-		r = helper_connect(o->helper_socket, &h);
+		struct slate_error err = {0};
+
+		r = helper_connect(o->helper_socket, &h, &err);
 		if (r < 0)
-			(void)snprintf(helper_why, sizeof(helper_why), "cannot connect to %s: %s",
-			               o->helper_socket, slate_strerror(r));
+			(void)snprintf(helper_why, sizeof(helper_why), "%s",
+			               slate_error_text(&err));
 	} else {
 		canon = realpath(o->state_dir, NULL);
 		r = canon ? helper_find_binary(&bin) : -errno;
@@ -316,9 +316,9 @@ static int open_storage(const struct options *o, int state_fd, struct daemon_ctx
 			return log_error_errno(-EINVAL, "pool-size = %s: a size of at least 256M",
 			                       o->pool_size);
 	}
-	_cleanup_free_ char *detail = NULL;
+	struct slate_error err = {0};
 
-	r = storage_open_err(state_fd, o->state_dir, &cfg, &ctx->storage, &detail);
+	r = storage_open(state_fd, o->state_dir, &cfg, &ctx->storage, &err);
 	if (r >= 0) {
 		/* Installer VMs a crash left running go first: their scratch files are in the store. */
 		int k = postinstall_sweep(ctx->storage, o->libvirt_uri);
@@ -330,8 +330,8 @@ static int open_storage(const struct options *o, int state_fd, struct daemon_ctx
 			r = workspace_store_open(ctx->storage, &ws_hooks, &ctx->workspaces);
 	}
 	if (r < 0) {
-		(void)snprintf(why, sizeof(why), "opening storage in %s: %s", o->state_dir,
-		               detail ? detail : slate_strerror(r));
+		(void)snprintf(why, sizeof(why), "opening storage in %s: %.400s", o->state_dir,
+		               err.msg[0] ? err.msg : slate_strerror(r));
 		log_error("%s; workspace verbs will fail until this is fixed", why);
 		ctx->storage_error = why;
 		workspace_store_free(ctx->workspaces);
@@ -491,7 +491,8 @@ static bool pool_mounted(int state_fd)
  */
 static int release_pool(int state_fd, const char *state_dir, const char *uri, char *msg, size_t len)
 {
-	_cleanup_free_ char *canon = NULL, *pool = NULL, *why = NULL;
+	_cleanup_free_ char *canon = NULL, *pool = NULL;
+	struct slate_error why = {0};
 	char first[256] = "";
 	int n, r;
 
@@ -532,8 +533,8 @@ static int release_pool(int state_fd, const char *state_dir, const char *uri, ch
 		               "('fuser -vm %s' says what)",
 		               pool, pool);
 	else if (r < 0)
-		(void)snprintf(msg, len, "the storage pool %s stays mounted: %s", pool,
-		               why ? why : slate_strerror(r));
+		(void)snprintf(msg, len, "the storage pool %s stays mounted: %.900s", pool,
+		               why.msg[0] ? why.msg : slate_strerror(r));
 	else if (r > 0)
 		(void)snprintf(msg, len, "unmounted the storage pool %s (%s/pool.img stays)", pool,
 		               canon);

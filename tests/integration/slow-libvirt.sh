@@ -97,12 +97,12 @@ wait "$client" 2>/dev/null || true
 log "client killed while libvirt held the definition"
 end=$((SECONDS + 300))
 while [ $SECONDS -lt $end ]; do
-    grep -q "booted slate-$ws2\|start $ws2 failed\|failed after its client went away" "$work/slated.log" && break
+    grep -q "booted slate-$ws2\|start $ws2: \|failed after its client went away" "$work/slated.log" && break
     sleep 1
 done
 # The last steps (terminal proof, provisioning, checkpoint) follow the boot.
 for _ in $(seq 120); do
-    grep -q "proven-boot checkpoint .* of $ws2\|no proven-boot checkpoint of $ws2\|failed after its client went away\|start $ws2 failed" \
+    grep -q "proven-boot checkpoint .* of $ws2\|no proven-boot checkpoint of $ws2\|failed after its client went away\|start $ws2: " \
         "$work/slated.log" && break
     sleep 1
 done

@@ -195,7 +195,7 @@ struct opener {
 	const char *service;
 	unsigned timeout;
 	int fd, r;
-	char err[256];
+	struct slate_error err;
 	pthread_t t;
 };
 
@@ -203,7 +203,7 @@ static void *opener_main(void *p)
 {
 	struct opener *o = p;
 
-	o->r = channels_open(C, WS, o->service, o->timeout, &o->fd, o->err, sizeof(o->err));
+	o->r = channels_open(C, WS, o->service, o->timeout, &o->fd, &o->err);
 	return NULL;
 }
 
@@ -410,9 +410,9 @@ static void test_open_fail(void **state)
 	int fd;
 
 	/* No session yet. */
-	assert_int_equal(channels_open(C, WS, "exec", 100, &fd, NULL, 0), -ENOTCONN);
-	assert_int_equal(channels_open(C, "nope", "exec", 100, &fd, NULL, 0), -ENOENT);
-	assert_int_equal(channels_open(C, WS, "Bad!", 100, &fd, NULL, 0), -EINVAL);
+	assert_int_equal(channels_open(C, WS, "exec", 100, &fd, NULL), -ENOTCONN);
+	assert_int_equal(channels_open(C, "nope", "exec", 100, &fd, NULL), -ENOENT);
+	assert_int_equal(channels_open(C, WS, "Bad!", 100, &fd, NULL), -EINVAL);
 	session_up();
 	opener_start(&o, "exec", T_MS);
 	peer_expect(&f, CH_OPEN);
@@ -420,7 +420,7 @@ static void test_open_fail(void **state)
 	memcpy(b + 4, "exec is off", 11);
 	peer_send(CH_OPEN_FAIL, f.stream, b, 15);
 	assert_int_equal(opener_join(&o), -ECONNREFUSED);
-	assert_string_equal(o.err, "exec is off");
+	assert_string_equal(o.err.msg, "exec is off");
 	assert_int_equal(info().streams, 0);
 }
 
@@ -668,7 +668,7 @@ static void test_stream_limit(void **state)
 		uint32_t id;
 		fds[i] = open_exec(CH_INITIAL_WINDOW, &id);
 	}
-	assert_int_equal(channels_open(C, WS, "exec", T_MS, &fd, NULL, 0), -EMFILE);
+	assert_int_equal(channels_open(C, WS, "exec", T_MS, &fd, NULL), -EMFILE);
 	assert_int_equal(info().streams, 2 * CH_MAX_STREAMS);
 
 	for (uint32_t i = 0; i < CH_MAX_STREAMS; i++)

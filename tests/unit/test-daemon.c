@@ -64,7 +64,7 @@ static int setup(void **state)
 	    pwrite(fd, "base", 4, 0) != 4)
 		return -1;
 	close(fd);
-	if (storage_open(c->state_fd, c->dir, &cfg, &c->s) < 0 ||
+	if (storage_open(c->state_fd, c->dir, &cfg, &c->s, NULL) < 0 ||
 	    image_store_import(c->s, "base", base, NULL, NULL, NULL, false, NULL, NULL, NULL) < 0 ||
 	    workspace_store_open(c->s, NULL, &c->d.workspaces) < 0)
 		return -1;

@@ -63,24 +63,23 @@ static struct virtiofs_spec last_spec;
 static pid_t last_kill_pid;
 static uint64_t last_kill_start;
 
-int __real_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err,
-                               size_t errlen);
-int __wrap_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err,
-                               size_t errlen);
-int __wrap_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err,
-                               size_t errlen)
+int __real_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd,
+                               struct slate_error *err);
+int __wrap_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd,
+                               struct slate_error *err);
+int __wrap_virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd,
+                               struct slate_error *err)
 {
 	n_share_open++;
-	return __real_virtiofs_share_open(path, expect_uid, ret_fd, err, errlen);
+	return __real_virtiofs_share_open(path, expect_uid, ret_fd, err);
 }
 
 int __wrap_virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
-                          char *err, size_t errlen);
+                          struct slate_error *err);
 int __wrap_virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
-                          char *err, size_t errlen)
+                          struct slate_error *err)
 {
 	(void)err;
-	(void)errlen;
 	n_spawn++;
 	last_spec = *spec;
 	*ret_pid = 4242;
@@ -745,9 +744,9 @@ static void test_peer_not_root(void **unused)
 	/* Root on the same socket is served. */
 	{
 		_cleanup_(helper_freep) struct helper *h = NULL;
-		_cleanup_free_ char *err = NULL;
+		struct slate_error err = {0};
 
-		assert_int_equal(helper_connect(sock, &h), 0);
+		assert_int_equal(helper_connect(sock, &h, &err), 0);
 		assert_int_equal(helper_pool_mount(h, state, &err), 1);
 		assert_true(pool_mounted());
 		assert_int_equal(helper_pool_unmount(h, state, &err), 1);
@@ -1078,14 +1077,14 @@ static int proc_uid(pid_t pid, uid_t *ret)
 static void test_binary(void **unused)
 {
 	_cleanup_(helper_freep) struct helper *h = NULL;
-	_cleanup_free_ char *err = NULL;
+	struct slate_error err = {0}, why = {0};
 	struct storage_config cfg = {.mode = STORAGE_MODE_POOL};
 	struct storage_privops ops;
 	struct storage *s = NULL;
 	_cleanup_close_ int sfd = -1;
 	pid_t pid = 0;
 	uint64_t start = 0;
-	char why[256] = "", wrapper[PATH_MAX];
+	char wrapper[PATH_MAX];
 
 	(void)unused;
 	stop_server();
@@ -1108,26 +1107,24 @@ static void test_binary(void **unused)
 	fprintf(stderr, "  %s\n", helper_describe(h));
 	/* Another state directory is refused, with the helper's message. */
 	assert_int_equal(helper_pool_mount(h, "/var/lib/slate", &err), -EPERM);
-	assert_non_null(err);
-	fprintf(stderr, "  POOL_MOUNT /var/lib/slate: %s\n", err);
-	free(err);
-	err = NULL;
+	assert_true(err.msg[0] != '\0');
+	fprintf(stderr, "  POOL_MOUNT /var/lib/slate: %s\n", err.msg);
 	assert_int_equal(helper_share_stop(h, 1, 1), -EPERM);
 	{
 		_cleanup_close_ int lfd = make_fd(FD_LISTEN_UNIX);
 
 		assert_int_equal(helper_share_serve(h, state, NOBODY, NOBODY, false, lfd, -1, &pid,
-		                                    &start, why, sizeof(why)),
+		                                    &start, &why),
 		                 -EPERM);
-		fprintf(stderr, "  SHARE_SERVE of the state directory: %s\n", why);
-		assert_non_null(strstr(why, "slated's own state"));
+		fprintf(stderr, "  SHARE_SERVE of the state directory: %s\n", why.msg);
+		assert_non_null(strstr(why.msg, "slated's own state"));
 	}
 	/* storage_open() mounts its pool through the helper, and unmounts it through it. */
 	helper_storage_privops(h, &ops);
 	cfg.privops = &ops;
 	sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(sfd >= 0);
-	assert_int_equal(storage_open_err(sfd, state, &cfg, &s, &err), 0);
+	assert_int_equal(storage_open(sfd, state, &cfg, &s, &err), 0);
 	assert_int_equal(storage_get_kind(s), STORAGE_POOL);
 	assert_true(pool_mounted());
 	storage_close(s);
@@ -1145,7 +1142,7 @@ static void test_binary(void **unused)
 		uid_t uid = 0;
 
 		assert_int_equal(helper_share_serve(h, share, NOBODY, NOBODY, true, lfd, -1, &pid,
-		                                    &start, why, sizeof(why)),
+		                                    &start, &why),
 		                 0);
 		fprintf(stderr, "  virtiofsd %d (start %llu) serves %s\n", (int)pid,
 		        (unsigned long long)start, share);
@@ -1165,12 +1162,12 @@ static void test_binary(void **unused)
 
 		(void)snprintf(rootshare, sizeof(rootshare), "%s/rootshare", base);
 		assert_true(mkdir(rootshare, 0755) == 0 || errno == EEXIST);
-		assert_int_equal(helper_share_serve(h, rootshare, 0, 0, false, lfd, -1, &pid,
-		                                    &start, why, sizeof(why)),
-		                 -EPERM);
-		assert_int_equal(helper_share_serve(h, rootshare, 0, 0, true, lfd, -1, &pid, &start,
-		                                    why, sizeof(why)),
-		                 0);
+		assert_int_equal(
+		        helper_share_serve(h, rootshare, 0, 0, false, lfd, -1, &pid, &start, &why),
+		        -EPERM);
+		assert_int_equal(
+		        helper_share_serve(h, rootshare, 0, 0, true, lfd, -1, &pid, &start, &why),
+		        0);
 		fprintf(stderr, "  virtiofsd %d serves root's %s read-only\n", (int)pid, rootshare);
 		assert_int_equal(helper_share_stop(h, pid, start), 0);
 	}

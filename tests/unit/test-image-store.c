@@ -91,7 +91,8 @@ static int group_setup(void **state)
 {
 	const char *tmp = getenv("TMPDIR");
 	_cleanup_close_ int fd = -1, loop = -1, sfd = -1;
-	_cleanup_free_ char *dev = NULL, *out = NULL, *err = NULL;
+	_cleanup_free_ char *dev = NULL, *out = NULL;
+	struct slate_error err = {0};
 	const char *argv[] = {"mkfs.btrfs", "-q", img_path, NULL};
 	int r;
 
@@ -118,8 +119,8 @@ static int group_setup(void **state)
 	if (mkdir(state_path, 0700) < 0)
 		return -1;
 	sfd = open(state_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0 || storage_open_err(sfd, state_path, NULL, &store, &err) < 0) {
-		fprintf(stderr, "storage_open: %s\n", err ? err : "?");
+	if (sfd < 0 || storage_open(sfd, state_path, NULL, &store, &err) < 0) {
+		fprintf(stderr, "storage_open: %s\n", slate_error_text(&err));
 		return -1;
 	}
 	src_fd = openat(AT_FDCWD, mnt_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

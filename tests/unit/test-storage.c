@@ -230,7 +230,7 @@ static int backend_setup(void **state)
 {
 	struct backend *b = *state;
 	struct storage_config cfg = {.mode = b->mode, .pool_size = POOL_SIZE};
-	_cleanup_free_ char *err = NULL;
+	struct slate_error err = {0};
 	int r;
 
 	b->s = NULL;
@@ -243,9 +243,9 @@ static int backend_setup(void **state)
 	b->state_fd = open(b->state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (b->state_fd < 0)
 		return -1;
-	r = storage_open_err(b->state_fd, b->state, &cfg, &b->s, &err);
+	r = storage_open(b->state_fd, b->state, &cfg, &b->s, &err);
 	if (r < 0) {
-		fprintf(stderr, "storage_open(%s): %s\n", b->state, err ? err : strerror(-r));
+		fprintf(stderr, "storage_open(%s): %s\n", b->state, slate_error_text(&err));
 		return -1;
 	}
 	return 0;
@@ -411,7 +411,7 @@ static void test_kind(void **state)
 		struct storage_config cfg = {.mode = STORAGE_MODE_AUTO};
 		struct storage *s2 = NULL;
 
-		assert_int_equal(storage_open(b->state_fd, b->state, &cfg, &s2), 0);
+		assert_int_equal(storage_open(b->state_fd, b->state, &cfg, &s2, NULL), 0);
 		assert_int_equal(storage_get_kind(s2), STORAGE_POOL);
 		assert_string_equal(storage_images_path(s2), img);
 		storage_close(s2);
@@ -887,7 +887,7 @@ static void test_pool_lifecycle(void **state)
 	assert_int_equal(mkdir(dir, 0700), 0);
 	sfd = open_dir_at(AT_FDCWD, dir);
 
-	assert_int_equal(storage_open(sfd, dir, &cfg, &s), 0);
+	assert_int_equal(storage_open(sfd, dir, &cfg, &s, NULL), 0);
 	assert_int_equal(storage_get_kind(s), STORAGE_POOL);
 	assert_int_equal(storage_create_dir(s, storage_workspaces_fd(s), "w"), 0);
 	write_file(storage_workspaces_fd(s), "w/hello", "hello", 5);
@@ -897,7 +897,7 @@ static void test_pool_lifecycle(void **state)
 
 	/* A daemon restart: the pool is still mounted and is used as it is. */
 	assert_true(is_mount_root(mnt));
-	assert_int_equal(storage_open(sfd, dir, &cfg, &s), 0);
+	assert_int_equal(storage_open(sfd, dir, &cfg, &s, NULL), 0);
 	id2 = mount_id_at(sfd, "pool");
 	assert_true(id1 == id2);
 	assert_true(exists_at(storage_workspaces_fd(s), "w/hello"));
@@ -907,7 +907,7 @@ static void test_pool_lifecycle(void **state)
 	/* A reboot: nothing mounted, pool.img still there. It comes back with its contents. */
 	assert_int_equal(umount2(mnt, 0), 0);
 	assert_false(is_mount_root(mnt));
-	assert_int_equal(storage_open(sfd, dir, &cfg, &s), 0);
+	assert_int_equal(storage_open(sfd, dir, &cfg, &s, NULL), 0);
 	assert_true(is_mount_root(mnt));
 	id3 = mount_id_at(sfd, "pool");
 	assert_true(id3 != id2 || is_mount_root(mnt)); /* ids are reused: only say it is mounted */
@@ -919,17 +919,17 @@ static void test_pool_lifecycle(void **state)
 	assert_int_equal(umount2(mnt, 0), 0);
 	assert_int_equal(mount("tmpfs", mnt, "tmpfs", 0, "size=1m"), 0);
 	{
-		_cleanup_free_ char *err = NULL;
+		struct slate_error err = {0};
 		s = NULL;
-		assert_true(storage_open_err(sfd, dir, &cfg, &s, &err) < 0);
+		assert_true(storage_open(sfd, dir, &cfg, &s, &err) < 0);
 		assert_null(s);
-		assert_non_null(err);
-		assert_non_null(strstr(err, "not of a btrfs pool"));
+		assert_true(err.msg[0] != '\0');
+		assert_non_null(strstr(err.msg, "not of a btrfs pool"));
 	}
 	assert_int_equal(umount2(mnt, 0), 0);
 }
 
-/* Runs storage_open_err() in a child with an empty /dev: no /dev/loop-control. */
+/* Runs storage_open() in a child with an empty /dev: no /dev/loop-control. */
 static void test_pool_no_loop(void **state)
 {
 	struct storage_config cfg = {.mode = STORAGE_MODE_AUTO, .pool_size = POOL_SIZE};
@@ -947,7 +947,7 @@ static void test_pool_no_loop(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		_cleanup_free_ char *err = NULL;
+		struct slate_error err = {0};
 		struct storage *s = NULL;
 		int fd, r;
 
@@ -957,9 +957,8 @@ static void test_pool_no_loop(void **state)
 		    mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3)) < 0)
 			_exit(2);
 		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		r = storage_open_err(fd, dir, &cfg, &s, &err);
-		if (err)
-			(void)fs_write_all(p[1], err, strlen(err));
+		r = storage_open(fd, dir, &cfg, &s, &err);
+		(void)fs_write_all(p[1], err.msg, strlen(err.msg));
 		_exit(r == -ENOENT && !s ? 0 : 1);
 	}
 	(void)close(p[1]);
@@ -989,14 +988,14 @@ static void test_pool_errors(void **state)
 	assert_int_equal(mkdirat(fd1, "pool.img", 0700), 0);
 	{
 		struct storage_config cfg = {.pool_size = POOL_SIZE};
-		_cleanup_free_ char *err = NULL;
-		int r = storage_open_err(fd1, bad1, &cfg, &s, &err);
+		struct slate_error err = {0};
+		int r = storage_open(fd1, bad1, &cfg, &s, &err);
 
 		assert_int_equal(r, -EISDIR);
 		assert_null(s);
-		assert_non_null(err);
-		fprintf(stderr, "  pool.img a directory: \"%s\"\n", err);
-		assert_non_null(strstr(err, "pool.img"));
+		assert_true(err.msg[0] != '\0');
+		fprintf(stderr, "  pool.img a directory: \"%s\"\n", err.msg);
+		assert_non_null(strstr(err.msg, "pool.img"));
 	}
 
 	/* A pool too small for mkfs.btrfs: the message says so, nothing is left behind. */
@@ -1005,14 +1004,14 @@ static void test_pool_errors(void **state)
 	fd2 = open_dir_at(AT_FDCWD, bad2);
 	{
 		struct storage_config cfg = {.mode = STORAGE_MODE_POOL, .pool_size = 8 * MIB};
-		_cleanup_free_ char *err = NULL;
-		int r = storage_open_err(fd2, bad2, &cfg, &s, &err);
+		struct slate_error err = {0};
+		int r = storage_open(fd2, bad2, &cfg, &s, &err);
 
 		assert_true(r < 0);
 		assert_null(s);
-		assert_non_null(err);
-		fprintf(stderr, "  pool too small: \"%s\"\n", err);
-		assert_non_null(strstr(err, "mkfs.btrfs"));
+		assert_true(err.msg[0] != '\0');
+		fprintf(stderr, "  pool too small: \"%s\"\n", err.msg);
+		assert_non_null(strstr(err.msg, "mkfs.btrfs"));
 		assert_false(exists_at(fd2, "pool.img"));
 		assert_false(exists_at(fd2, ".pool.img.tmp"));
 	}
@@ -1020,12 +1019,12 @@ static void test_pool_errors(void **state)
 	/* The path must name the fd. */
 	{
 		struct storage_config cfg = {.mode = STORAGE_MODE_QCOW2};
-		_cleanup_free_ char *err = NULL;
-		assert_int_equal(storage_open_err(fd1, bad2, &cfg, &s, &err), -EINVAL);
-		assert_non_null(err);
+		struct slate_error err = {0};
+		assert_int_equal(storage_open(fd1, bad2, &cfg, &s, &err), -EINVAL);
+		assert_true(err.msg[0] != '\0');
 	}
-	assert_int_equal(storage_open(-1, bad1, NULL, &s), -EBADF);
-	assert_int_equal(storage_open(fd1, NULL, NULL, &s), -EINVAL);
+	assert_int_equal(storage_open(-1, bad1, NULL, &s, NULL), -EBADF);
+	assert_int_equal(storage_open(fd1, NULL, NULL, &s, NULL), -EINVAL);
 	assert_null(s);
 }
 

@@ -56,7 +56,7 @@ static char *at(const char *rel)
 
 static void test_walk(void **state)
 {
-	char err[512];
+	struct slate_error err = {0};
 	int fd = -1, r;
 	struct stat st;
 
@@ -66,24 +66,24 @@ static void test_walk(void **state)
 	assert_int_equal(mkdir(at("t"), 0755), 0);
 	assert_int_equal(stat(at("a/b"), &st), 0);
 
-	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err));
+	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, &err);
 	assert_int_equal(r, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(fcntl(fd, F_GETFL) & O_PATH, O_PATH);
 	(void)close(fd);
 	/* Any owner when none was recorded. */
-	assert_int_equal(virtiofs_share_open(at("a/b"), (uid_t)-1, &fd, err, sizeof(err)), 0);
+	assert_int_equal(virtiofs_share_open(at("a/b"), (uid_t)-1, &fd, &err), 0);
 	(void)close(fd);
 
 	/* The last component a symlink: refused by name. */
 	assert_int_equal(rename(at("a/b"), at("a/b.real")), 0);
 	assert_int_equal(symlink(at("t"), at("a/b")), 0);
 	fd = -1;
-	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err));
+	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, &err);
 	assert_int_equal(r, -ELOOP);
 	assert_int_equal(fd, -1);
-	assert_non_null(strstr(err, "is now a symbolic link"));
-	assert_non_null(strstr(err, at("a/b")));
+	assert_non_null(strstr(err.msg, "is now a symbolic link"));
+	assert_non_null(strstr(err.msg, at("a/b")));
 	assert_int_equal(unlink(at("a/b")), 0);
 	assert_int_equal(rename(at("a/b.real"), at("a/b")), 0);
 
@@ -91,10 +91,10 @@ static void test_walk(void **state)
 	assert_int_equal(mkdir(at("t/b"), 0755), 0);
 	assert_int_equal(rename(at("a"), at("a.real")), 0);
 	assert_int_equal(symlink(at("t"), at("a")), 0);
-	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err));
+	r = virtiofs_share_open(at("a/b"), st.st_uid, &fd, &err);
 	assert_int_equal(r, -ELOOP);
-	assert_non_null(strstr(err, "is now a symbolic link"));
-	assert_null(strstr(err, "a/b is now"));
+	assert_non_null(strstr(err.msg, "is now a symbolic link"));
+	assert_null(strstr(err.msg, "a/b is now"));
 	assert_int_equal(unlink(at("a")), 0);
 	assert_int_equal(rename(at("a.real"), at("a")), 0);
 
@@ -103,19 +103,15 @@ static void test_walk(void **state)
 	fd = open(at("a/b"), O_CREAT | O_WRONLY, 0644);
 	assert_true(fd >= 0);
 	(void)close(fd);
-	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err)),
-	                 -ENOTDIR);
-	assert_non_null(strstr(err, "no longer a directory"));
+	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, &err), -ENOTDIR);
+	assert_non_null(strstr(err.msg, "no longer a directory"));
 	assert_int_equal(unlink(at("a/b")), 0);
-	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, err, sizeof(err)), -ENOENT);
+	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid, &fd, &err), -ENOENT);
 	assert_int_equal(mkdir(at("a/b"), 0755), 0);
-	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid + 1, &fd, err, sizeof(err)),
-	                 -EPERM);
-	assert_non_null(strstr(err, "now belongs to uid"));
-	assert_int_equal(virtiofs_share_open(at("a/../a/b"), st.st_uid, &fd, err, sizeof(err)),
-	                 -EINVAL);
-	assert_int_equal(virtiofs_share_open("relative", st.st_uid, &fd, err, sizeof(err)),
-	                 -EINVAL);
+	assert_int_equal(virtiofs_share_open(at("a/b"), st.st_uid + 1, &fd, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "now belongs to uid"));
+	assert_int_equal(virtiofs_share_open(at("a/../a/b"), st.st_uid, &fd, &err), -EINVAL);
+	assert_int_equal(virtiofs_share_open("relative", st.st_uid, &fd, &err), -EINVAL);
 }
 
 static void test_start_time_and_kill(void **state)
@@ -151,7 +147,8 @@ static void test_spawn(void **state)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct virtiofs_spec spec;
-	char err[512], self_ns[64], its_ns[64], path[64];
+	struct slate_error err = {0};
+	char self_ns[64], its_ns[64], path[64];
 	int dfd = -1, lfd, r;
 	uint64_t start = 0;
 	pid_t pid = 0;
@@ -164,7 +161,7 @@ static void test_spawn(void **state)
 	}
 	assert_int_equal(mkdir(at("owned"), 0755), 0);
 	assert_int_equal(chown(at("owned"), 65534, 65534), 0);
-	assert_int_equal(virtiofs_share_open(at("owned"), 65534, &dfd, err, sizeof(err)), 0);
+	assert_int_equal(virtiofs_share_open(at("owned"), 65534, &dfd, &err), 0);
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(lfd >= 0);
 	(void)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/vfs.sock", top);
@@ -178,9 +175,9 @@ static void test_spawn(void **state)
 	                              .guest_gid = VIRTIOFS_GUEST_GID,
 	                              .readonly = true,
 	                              .log_fd = -1};
-	r = virtiofs_spawn(&spec, &pid, &start, err, sizeof(err));
+	r = virtiofs_spawn(&spec, &pid, &start, &err);
 	if (r < 0)
-		fail_msg("virtiofs_spawn: %s", err);
+		fail_msg("virtiofs_spawn: %s", err.msg);
 	assert_true(pid > 1);
 	assert_int_equal(start, virtiofs_proc_start_time(pid));
 	/* The owner, not root, and not in our user namespace. */
@@ -205,13 +202,13 @@ static void test_spawn(void **state)
 
 	/* A binary that is not there: the reason comes back, nothing runs. */
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_int_equal(virtiofs_share_open(at("owned"), 65534, &dfd, err, sizeof(err)), 0);
+	assert_int_equal(virtiofs_share_open(at("owned"), 65534, &dfd, &err), 0);
 	spec.dir_fd = dfd;
 	spec.listen_fd = lfd;
 	spec.binary = "/nonexistent/virtiofsd";
-	r = virtiofs_spawn(&spec, &pid, &start, err, sizeof(err));
+	r = virtiofs_spawn(&spec, &pid, &start, &err);
 	assert_int_equal(r, -ENOENT);
-	assert_non_null(strstr(err, "/nonexistent/virtiofsd"));
+	assert_non_null(strstr(err.msg, "/nonexistent/virtiofsd"));
 	(void)close(lfd);
 	(void)close(dfd);
 }

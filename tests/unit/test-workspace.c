@@ -248,7 +248,7 @@ static int ctx_open(struct fsys *f, enum storage_mode mode, enum storage_kind wa
 	c->state_fd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->state_fd < 0)
 		return -1;
-	r = storage_open(c->state_fd, c->state_dir, &cfg, &c->s);
+	r = storage_open(c->state_fd, c->state_dir, &cfg, &c->s, NULL);
 	if (r < 0) {
 		print_error("storage_open(%s): %s\n", c->state_dir, slate_strerror(r));
 		return -1;

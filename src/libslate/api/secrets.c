@@ -181,12 +181,12 @@ static struct json_object *reprovision(struct daemon_ctx *d, uid_t owner, const 
 	for (size_t i = 0; i < n; i++) {
 		struct workspace *w = list[i];
 		struct channel_info ci;
-		char err[512] = "";
+		struct slate_error err = {0};
 		if (w->owner != owner || channels_info(d->channels, w->name, &ci) < 0 || !ci.ready)
 			continue;
-		if (daemon_provision(d, w, err, sizeof(err)) < 0)
+		if (daemon_provision(d, w, &err) < 0)
 			log_ws(LOG_WARNING, w->name, "provisioning %s after a secret change: %s",
-			       w->name, err);
+			       w->name, slate_error_text(&err));
 		else
 			(void)json_object_array_add(done, json_object_new_string(w->name));
 	}

@@ -68,8 +68,11 @@ static int start_stream(struct api_stream *s, void *arg)
 	struct slate_error err = {0};
 	struct json_object *res;
 
-	if (daemon_start(op->d, op->name, &o, stream_progress, s, stream_gone, &st, &err) < 0)
+	/* The reply ends the error's journey; slated's log keeps it for whoever runs slated. */
+	if (daemon_start(op->d, op->name, &o, stream_progress, s, stream_gone, &st, &err) < 0) {
+		log_ws(LOG_WARNING, op->name, "%s", err.msg);
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
+	}
 	res = json_object_new_object();
 	if (!res || json_add_string(res, "name", op->name) < 0 ||
 	    json_add_string(res, "domain", st.domain) < 0 ||

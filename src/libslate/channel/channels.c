@@ -92,12 +92,6 @@ static bool name_valid(const char *s)
 	return n > 0 && n < CHANNELS_NAME_MAX;
 }
 
-static void set_errbuf(char *errbuf, size_t errlen, const char *text)
-{
-	if (errbuf && errlen)
-		(void)snprintf(errbuf, errlen, "%s", text);
-}
-
 /* The list is changed only by the loop thread, with the lock held: the loop thread reads it
  * without the lock, other threads with it. */
 static struct ws *ws_find(struct channels *c, const char *name)
@@ -828,24 +822,22 @@ int channels_wait_ready(struct channels *c, const char *workspace, unsigned time
 }
 
 int channels_open(struct channels *c, const char *workspace, const char *service,
-                  unsigned timeout_ms, int *ret_fd, char *errbuf, size_t errlen)
+                  unsigned timeout_ms, int *ret_fd, struct slate_error *err)
 {
 	struct timespec deadline;
 	struct open_req *req;
 	int sv[2], r = 0;
 
 	if (!name_valid(workspace) || !service || !ch_service_valid(service)) {
-		set_errbuf(errbuf, errlen, "invalid workspace or service name");
-		return -EINVAL;
+		return slate_error_set(err, -EINVAL, "invalid workspace or service name");
 	}
 	req = calloc(1, sizeof(*req));
 	if (!req)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "cannot open a stream to %s", service);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		r = -errno;
 		free(req);
-		set_errbuf(errbuf, errlen, slate_strerror(r));
-		return r;
+		return slate_error_errno(err, r, "cannot open a stream to %s", service);
 	}
 	(void)fcntl(sv[1], F_SETFL, O_NONBLOCK);
 	req->c = c;
@@ -857,7 +849,7 @@ int channels_open(struct channels *c, const char *workspace, const char *service
 		(void)safe_close(sv[0]);
 		(void)safe_close(sv[1]);
 		free(req);
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "cannot open a stream to %s", service);
 	}
 	pthread_mutex_lock(&c->lock);
 	while (!req->done) {
@@ -867,15 +859,14 @@ int channels_open(struct channels *c, const char *workspace, const char *service
 			req->abandoned = true;
 			pthread_mutex_unlock(&c->lock);
 			(void)safe_close(sv[0]);
-			set_errbuf(errbuf, errlen, "the guest did not answer in time");
-			return -ETIMEDOUT;
+			return slate_error_set(err, -ETIMEDOUT, "the guest did not answer in time");
 		}
 		r = pthread_cond_timedwait(&c->cond, &c->lock, &deadline);
 	}
 	pthread_mutex_unlock(&c->lock);
 	r = req->r;
 	if (r < 0) {
-		set_errbuf(errbuf, errlen, req->text);
+		(void)slate_error_set(err, r, "%s", req->text);
 		(void)safe_close(sv[0]);
 	} else {
 		*ret_fd = sv[0];

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/error.h"
+
 struct channels;
 
 /* Starts the channel manager: one thread running an io_uring event loop. Returns 0 or -errno. */
@@ -38,13 +40,13 @@ int channels_wait_ready(struct channels *c, const char *workspace, unsigned time
  * Opens a stream to service in the guest (host-opened: "exec"). Blocks until OPEN_OK/OPEN_FAIL
  * or timeout. Returns 0 and *ret_fd = our end of an AF_UNIX SOCK_STREAM socketpair (blocking,
  * CLOEXEC) whose other end the loop relays to the stream; -ENOENT not attached, -ENOTCONN no
- * session, -ECONNREFUSED OPEN_FAIL (errbuf gets the guest's text), -ETIMEDOUT, -ECONNRESET (the
+ * session, -ECONNREFUSED OPEN_FAIL (err gets the guest's text), -ETIMEDOUT, -ECONNRESET (the
  * channel dropped while waiting), -EMFILE (256 host streams open), -EINVAL (bad service name).
- * errbuf (may be NULL) gets a reason on every failure. Closing the fd sends CLOSE;
+ * err (may be NULL) says why on every failure. Closing the fd sends CLOSE;
  * shutdown(fd, SHUT_WR) sends EOF; the guest's EOF is read()'s 0.
  */
 int channels_open(struct channels *c, const char *workspace, const char *service,
-                  unsigned timeout_ms, int *ret_fd, char *errbuf, size_t errlen);
+                  unsigned timeout_ms, int *ret_fd, struct slate_error *err);
 
 /*
  * Services the guest may open ("http-proxy", "ssh-agent"): fn runs on a new detached thread per

@@ -202,13 +202,13 @@ static void sweep_ephemeral(struct daemon_ctx *d)
 	if (!d->workspaces || workspace_list(d->workspaces, &list, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		char err[1024] = "";
+		struct slate_error err = {0};
 		if (!list[i]->ephemeral)
 			continue;
-		if (daemon_destroy_and_delete(d, list[i]->name, err, sizeof(err)) < 0)
+		if (daemon_destroy_and_delete(d, list[i]->name, &err) < 0)
 			log_ws(LOG_WARNING, list[i]->name,
 			       "cannot delete %s, left by an interrupted 'slate run --rm': %s",
-			       list[i]->name, err);
+			       list[i]->name, slate_error_text(&err));
 		else
 			log_ws(LOG_NOTICE, list[i]->name,
 			       "deleted %s, left by an interrupted 'slate run --rm'",

@@ -688,18 +688,16 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 
 /* ---- opening a session ---- */
 
-int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, char *err, size_t errlen)
+int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, struct slate_error *err)
 {
-	if (!d->channels) {
-		(void)snprintf(err, errlen, "the guest channel is not available");
-		return -ENOTCONN;
-	}
-	return channels_open(d->channels, name, "exec", OPEN_TIMEOUT_MS, ret_fd, err, errlen);
+	if (!d->channels)
+		return slate_error_set(err, -ENOTCONN, "the guest channel is not available");
+	return channels_open(d->channels, name, "exec", OPEN_TIMEOUT_MS, ret_fd, err);
 }
 
 int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request *req,
                  const char *input, unsigned timeout_ms, char *out, size_t out_len, int *ret_status,
-                 char *err, size_t errlen)
+                 struct slate_error *err)
 {
 	_cleanup_free_ uint8_t *buf = malloc(RELAY_CAP + 4096);
 	_cleanup_close_ int fd = -1;
@@ -709,19 +707,17 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 	int r;
 
 	if (!buf)
-		return -ENOMEM;
-	r = exec_open(d, name, &fd, err, errlen);
+		return slate_error_errno(err, -ENOMEM, "exec");
+	r = exec_open(d, name, &fd, err);
 	if (r < 0)
 		return r;
 	n = ex_request_encode(req, buf, RELAY_CAP);
 	if (n < 0)
-		return (int)n;
+		return slate_error_errno(err, (int)n, "cannot encode the request");
 	if (fs_write_all(fd, buf, (size_t)n) < 0 ||
 	    (input && send_record(fd, EX_STDIN, input, strlen(input)) < 0) ||
-	    (!req->tty && send_record(fd, EX_STDIN_EOF, NULL, 0) < 0)) {
-		(void)snprintf(err, errlen, "cannot send the request: %s", strerror(errno));
-		return -EIO;
-	}
+	    (!req->tty && send_record(fd, EX_STDIN_EOF, NULL, 0) < 0))
+		return slate_error_set(err, -EIO, "cannot send the request: %s", strerror(errno));
 	out[0] = '\0';
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -743,38 +739,32 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 				                                  : 128 + (int)(v & 0x7f);
 				return 0;
 			} else if (rec.type == EX_ERROR) {
-				(void)snprintf(err, errlen, "%.*s", (int)rec.len,
-				               (const char *)rec.payload);
-				return -EIO;
+				return slate_error_set(err, -EIO, "%.*s", (int)rec.len,
+				                       (const char *)rec.payload);
 			} else if (rec.type != EX_STARTED) {
-				(void)snprintf(err, errlen, "unexpected record %u", rec.type);
-				return -EPROTO;
+				return slate_error_set(err, -EPROTO, "unexpected record %u",
+				                       rec.type);
 			}
 			memmove(buf, buf + m, len - (size_t)m);
 			len -= (size_t)m;
 		}
-		if (m < 0) {
-			(void)snprintf(err, errlen, "malformed record from the guest");
-			return -EPROTO;
-		}
-		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			(void)snprintf(err, errlen, "no answer within %u s (output so far: %s)",
-			               timeout_ms / 1000, out);
-			return -ETIMEDOUT;
-		}
+		if (m < 0)
+			return slate_error_set(err, -EPROTO, "malformed record from the guest");
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return slate_error_set(err, -ETIMEDOUT,
+			                       "no answer within %u s (output so far: %s)",
+			                       timeout_ms / 1000, out);
 		k = read(fd, buf + len, RELAY_CAP + 4096 - len);
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0) {
-			(void)snprintf(err, errlen, "the guest closed the session");
-			return -ECONNRESET;
-		}
+		if (k <= 0)
+			return slate_error_set(err, -ECONNRESET, "the guest closed the session");
 		len += (size_t)k;
 	}
 }
 
-int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms, char *err,
-                        size_t errlen)
+int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
+                        struct slate_error *err)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	int64_t deadline = now_ms() + timeout_ms;
@@ -783,9 +773,9 @@ int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout
 	int status = -1, r;
 
 	if (!req)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "terminal proof");
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return -EIO;
+		return slate_error_errno(err, -EIO, "terminal proof: getrandom");
 	(void)snprintf(token, sizeof(token), "%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
 	               rnd[3], rnd[4], rnd[5]);
 	/* The terminal echoes the input line; only a shell that ran it prints "proof-42-<t>". */
@@ -798,25 +788,28 @@ int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout
 	req->timeout_s = (timeout_ms / 1000) + 1;
 
 	r = channels_wait_ready(d->channels, name, timeout_ms);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "the guest agent did not connect within %u s%s",
-		               timeout_ms / 1000, r == -ENOENT ? " (no channel)" : "");
-		return r;
-	}
+	if (r < 0)
+		return slate_error_set(err, r, "the guest agent did not connect within %u s%s",
+		                       timeout_ms / 1000, r == -ENOENT ? " (no channel)" : "");
 	for (;;) {
 		int64_t left = deadline - now_ms();
+		/* Only before the first try: a retry leaves at least half a second. */
 		if (left <= 0)
-			return -ETIMEDOUT;
+			return slate_error_set(err, -ETIMEDOUT,
+			                       "the guest agent connected, but no time was left "
+			                       "within %u s",
+			                       timeout_ms / 1000);
 		r = exec_collect(d, name, req, input, (unsigned)left, out, sizeof(out), &status,
-		                 err, errlen);
+		                 err);
 		if (r >= 0 && strstr(out, want))
 			return 0;
 		if (r >= 0)
-			(void)snprintf(err, errlen,
-			               "the shell exited %d without the expected output", status);
+			r = slate_error_set(err, -EIO,
+			                    "the shell exited %d without the expected output",
+			                    status);
 		/* The agent may be restarting (a HELLO mid-boot): try again shortly. */
 		if (deadline - now_ms() < 1000)
-			return r < 0 ? r : -EIO;
+			return r;
 		(void)usleep(500 * 1000);
 	}
 }
@@ -825,7 +818,7 @@ int exec_session(struct daemon_ctx *d, const char *name, int fd, const struct ex
                  struct exec_held_end *hold)
 {
 	_cleanup_close_ int gfd = -1;
-	char err[512] = "";
+	struct slate_error err = {0};
 	int64_t t0 = now_ms();
 	_cleanup_(watch_done) struct watch w = {
 	        .d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
@@ -848,13 +841,14 @@ int exec_session(struct daemon_ctx *d, const char *name, int fd, const struct ex
 		return -EHOSTDOWN;
 	}
 	w.started = true;
-	r = exec_open(d, name, &gfd, err, sizeof(err));
+	r = exec_open(d, name, &gfd, &err);
 	if (r < 0) {
 		/* Paused (or stopped) while the open waited: say that rather than a timeout. */
 		if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)))
 			send_ended(fd, hold, why, text);
 		else
-			exec_send_error(fd, "cannot reach the guest of %s: %s", name, err);
+			exec_send_error(fd, "cannot reach the guest of %s: %s", name,
+			                slate_error_text(&err));
 		return r;
 	}
 	w.last_guest = w.next_probe = now_ms();

@@ -10,13 +10,14 @@
 #include <stdint.h>
 
 #include "channel/proto.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 struct daemon_ctx;
 
 /* Opens an "exec" stream to the workspace's guest: *ret_fd speaks exec records. On failure err
- * says why. */
-int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, char *err, size_t errlen);
+ * (may be NULL) says why. */
+int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, struct slate_error *err);
 /*
  * Runs req in the guest with input (may be NULL) as its stdin and collects stdout and stderr
  * (NUL-terminated, truncated to out_len - 1) and the exit status (128+N for signal N), within
@@ -24,13 +25,14 @@ int exec_open(struct daemon_ctx *d, const char *name, int *ret_fd, char *err, si
  */
 int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request *req,
                  const char *input, unsigned timeout_ms, char *out, size_t out_len, int *ret_status,
-                 char *err, size_t errlen);
+                 struct slate_error *err);
 /*
  * The proof of a working terminal: waits for the guest agent, then runs a login shell on a PTY
- * that must execute a command and print its output. Retries until timeout_ms. 0 when proven.
+ * that must execute a command and print its output. Retries until timeout_ms. 0 when proven,
+ * else < 0 with err (may be NULL) saying what the last try got.
  */
-int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms, char *err,
-                        size_t errlen);
+int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
+                        struct slate_error *err);
 
 /*
  * A domain event of the workspace (description: "paused", "stopped (destroyed)"...): its

@@ -34,11 +34,10 @@
  * *ret_ca, the egress CA certificate (PEM). Either may stay NULL.
  */
 static int provision_collect(struct daemon_ctx *d, const struct workspace *w, const char *home,
-                             struct json_object **ret_view, char **ret_ca, char *err, size_t errlen)
+                             struct json_object **ret_view, char **ret_ca, struct slate_error *err)
 {
 	_cleanup_(secret_set_freep) struct secret_set *set = NULL;
 	_cleanup_(egress_ca_freep) struct egress_ca *ca = NULL;
-	struct slate_error serr = {0};
 	int r;
 
 	*ret_view = NULL;
@@ -46,23 +45,17 @@ static int provision_collect(struct daemon_ctx *d, const struct workspace *w, co
 	if (!d->install)
 		return 0; /* no master key: no secrets to show, nothing to intercept with */
 	r = vault_load_set(d->install, d->workspaces, d->state_dirfd, w->owner, w->name, true, &set,
-	                   &serr);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "%s", slate_error_text(&serr));
+	                   err);
+	if (r < 0)
 		return r;
-	}
 	r = provision_render(set, home, ret_view);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "rendering the placeholders: %s", slate_strerror(r));
-		return r;
-	}
+	if (r < 0)
+		return slate_error_errno(err, r, "rendering the placeholders");
 	r = egress_ca_open(install_dirfd(d->install), &ca);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "the egress CA: %s", slate_strerror(r));
-		return r;
-	}
+	if (r < 0)
+		return slate_error_errno(err, r, "the egress CA");
 	*ret_ca = strdup(egress_ca_pem(ca));
-	return *ret_ca ? 0 : -ENOMEM;
+	return *ret_ca ? 0 : slate_error_errno(err, -ENOMEM, "the egress CA");
 }
 
 /* No newline may end a line early or smuggle another. */
@@ -114,7 +107,7 @@ static int render_view(struct buf *b, struct json_object *view, const char *user
 	return 0;
 }
 
-int daemon_provision(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen)
+int daemon_provision(struct daemon_ctx *d, const struct workspace *w, struct slate_error *err)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_json_ struct json_object *view = NULL;
@@ -124,10 +117,10 @@ int daemon_provision(struct daemon_ctx *d, const struct workspace *w, char *err,
 	int status = -1, r;
 
 	if (!req || !b)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "preparing the provisioning request");
 	/* "~": slate-guest puts the files in its workspace user's home, whatever the image calls
 	 * it (/home/slate on the test image, /home/ubuntu on Ubuntu). */
-	r = provision_collect(d, w, "~", &view, &ca, err, errlen);
+	r = provision_collect(d, w, "~", &view, &ca, err);
 	if (r < 0)
 		return r;
 	r = buf_putf(b, "SLATE-PROVISION 1\n");
@@ -137,26 +130,21 @@ int daemon_provision(struct daemon_ctx *d, const struct workspace *w, char *err,
 		r = buf_putf(b, "ca %zu\n%s\n", strlen(ca), ca);
 	if (r >= 0)
 		r = buf_putf(b, "end\n");
-	if (r < 0) {
-		(void)snprintf(err, errlen, "preparing the provisioning request: %s",
-		               slate_strerror(r));
-		return r;
-	}
+	if (r < 0)
+		return slate_error_errno(err, r, "preparing the provisioning request");
 	text = buf_dup_string(b);
 	if (!text)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "preparing the provisioning request");
 	req->args[req->n_args++] = (struct ex_str){"slate-guest", 11};
 	req->args[req->n_args++] = (struct ex_str){"--provision", 11};
 	req->user = (struct ex_str){"root", 4};
 	r = exec_collect(d, w->name, req, text, PROVISION_TIMEOUT_MS, out, sizeof(out), &status,
-	                 err, errlen);
+	                 err);
 	if (r < 0)
 		return r;
-	if (status != 0) {
-		(void)snprintf(err, errlen, "slate-guest --provision exited %d: %.1024s", status,
-		               out);
-		return -EIO;
-	}
+	if (status != 0)
+		return slate_error_set(err, -EIO, "slate-guest --provision exited %d: %.1024s",
+		                       status, out);
 	log_ws(LOG_DEBUG, w->name, "%s: %.200s", w->name, out);
 	return 0;
 }

@@ -113,13 +113,13 @@ static bool client_gone(int fd)
 
 static void run_remove(struct daemon_ctx *d, const char *name)
 {
-	char err[1024] = "";
+	struct slate_error err = {0};
 	int r;
 
-	r = daemon_destroy_and_delete(d, name, err, sizeof(err));
+	r = daemon_destroy_and_delete(d, name, &err);
 	if (r < 0)
 		log_ws(LOG_ERR, name, "run --rm: cannot delete workspace %s: %s", name,
-		       err[0] ? err : slate_strerror(r));
+		       err.msg[0] ? err.msg : slate_strerror(r));
 	else
 		log_ws(LOG_INFO, name, "run --rm: deleted workspace %s", name);
 }
@@ -163,6 +163,8 @@ void daemon_run(struct daemon_ctx *d, const struct daemon_run_spec *spec, int fd
 	if (ticking)
 		run_ticker_stop(&rp, ticker);
 	if (r < 0) {
+		/* The client is told below; slated's log keeps it for whoever runs slated. */
+		log_ws(LOG_WARNING, name, "%s", slate_error_text(&serr));
 		(void)snprintf(err, sizeof(err), "%s", slate_error_text(&serr));
 		goto out;
 	}

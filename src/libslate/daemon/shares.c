@@ -119,8 +119,8 @@ char *shares_path(const char *run_dir, const char *tag, const char *suffix)
  * starts its virtiofsd. expect_uid is the owner recorded at create.
  */
 int shares_serve(const struct daemon_ctx *d, const char *run_dir, const char *tag,
-                 const struct workspace_share *sh, uid_t expect_uid, char **ret_socket, char *err,
-                 size_t errlen)
+                 const struct workspace_share *sh, uid_t expect_uid, char **ret_socket,
+                 struct slate_error *err)
 {
 	_cleanup_free_ char *sock = shares_path(run_dir, tag, ".sock"),
 	                    *pidfile = shares_path(run_dir, tag, ".pid"),
@@ -133,41 +133,36 @@ int shares_serve(const struct daemon_ctx *d, const char *run_dir, const char *ta
 	int r;
 
 	if (!sock || !pidfile || !logfile)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "share %s", sh->host_dir);
 	/* slated-helper starts it (helper/client.h): it walks the path again in the host's mount
 	 * namespace and checks the owner, then runs virtiofsd as that owner. */
 	if (!d->helper)
-		return (void)snprintf(
-		               err, errlen,
-		               "share %s: shares are served through slated-helper, and there "
-		               "is none: %s",
-		               sh->host_dir, d->helper_error ? d->helper_error : "not started"),
-		       -ENOTCONN;
+		return slate_error_set(err, -ENOTCONN,
+		                       "share %s: shares are served through slated-helper, and "
+		                       "there is none: %s",
+		                       sh->host_dir,
+		                       d->helper_error ? d->helper_error : "not started");
 	/* slated's own walk first: the owner to ask for (records made before shares kept their
 	 * owner have none) and a clear error before anything starts; the helper walks it again. */
-	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err, errlen);
+	r = virtiofs_share_open(sh->host_dir, expect_uid, &dfd, err);
 	if (r < 0)
 		return r;
 	if (fstat(dfd, &st) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "share %s", sh->host_dir);
 	r = share_socket(d, sock, &lfd);
 	if (r < 0)
-		return (void)snprintf(err, errlen, "share %s: socket %s: %s", sh->host_dir, sock,
-		                      slate_strerror(r)),
-		       r;
+		return slate_error_errno(err, r, "share %s: socket %s", sh->host_dir, sock);
 	/* Without a log virtiofsd still runs (its stderr goes to /dev/null). */
 	logfd = open(logfile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	r = helper_share_serve(d->helper, sh->host_dir, st.st_uid, owner_gid(st.st_uid, st.st_gid),
-	                       sh->readonly, lfd, logfd, &pid, &start, err, errlen);
+	                       sh->readonly, lfd, logfd, &pid, &start, err);
 	if (r < 0)
 		return r;
 	(void)snprintf(line, sizeof(line), "%d %llu\n", (int)pid, (unsigned long long)start);
 	r = fs_write_atomic_at(AT_FDCWD, pidfile, line, strlen(line), 0600);
 	if (r < 0) {
 		(void)helper_share_stop(d->helper, pid, start);
-		return (void)snprintf(err, errlen, "share %s: %s: %s", sh->host_dir, pidfile,
-		                      slate_strerror(r)),
-		       r;
+		return slate_error_errno(err, r, "share %s: %s", sh->host_dir, pidfile);
 	}
 	*ret_socket = TAKE_PTR(sock);
 	return 0;
@@ -238,7 +233,7 @@ void shares_release(const struct daemon_ctx *d, const char *name)
  * Mounts each share in the guest (as root, over the channel): share<i> at its guest directory,
  * by default ~/<basename> of the workspace user, "-2", "-3"... added to repeated basenames.
  */
-int shares_mount(struct daemon_ctx *d, const struct workspace *w, char *err, size_t errlen)
+int shares_mount(struct daemon_ctx *d, const struct workspace *w, struct slate_error *err)
 {
 	static const char script[] =
 	        "set -e\n"
@@ -257,7 +252,7 @@ int shares_mount(struct daemon_ctx *d, const struct workspace *w, char *err, siz
 	int status = -1, r;
 
 	if (!req)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "mount");
 	req->args[req->n_args++] = (struct ex_str){"sh", 2};
 	req->args[req->n_args++] = (struct ex_str){"-c", 2};
 	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
@@ -271,12 +266,10 @@ int shares_mount(struct daemon_ctx *d, const struct workspace *w, char *err, siz
 		req->args[req->n_args++] =
 		        w->shares[i].readonly ? (struct ex_str){"ro", 2} : (struct ex_str){"rw", 2};
 	}
-	r = exec_collect(d, w->name, req, NULL, 60000, out, sizeof(out), &status, err, errlen);
+	r = exec_collect(d, w->name, req, NULL, 60000, out, sizeof(out), &status, err);
 	if (r < 0)
 		return r;
-	if (status != 0) {
-		(void)snprintf(err, errlen, "mount exited %d: %.1024s", status, out);
-		return -EIO;
-	}
+	if (status != 0)
+		return slate_error_set(err, -EIO, "mount exited %d: %.1024s", status, out);
 	return 0;
 }

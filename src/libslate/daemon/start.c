@@ -77,6 +77,12 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* What a callee said about its failure r: its message, else r's description. */
+static const char *why_failed(const struct slate_error *e, int r)
+{
+	return e->msg[0] ? e->msg : slate_strerror(r);
+}
+
 struct pause_ctx {
 	virDomainPtr dom;
 	double paused_at, paused_ms;
@@ -176,9 +182,9 @@ static void explain_denied(const struct daemon_ctx *d, char *err, size_t len)
 static void start_undo(struct daemon_ctx *d, const char *name, const char *why)
 {
 	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	struct slate_error err = {0};
 	struct vm_stop_result sr;
 	enum vm_state state;
-	char err[1024] = "";
 	int r;
 
 	if (vm_connect(d->libvirt_uri, &conn) < 0 || vm_workspace_state(conn, name, &state) < 0) {
@@ -192,9 +198,10 @@ static void start_undo(struct daemon_ctx *d, const char *name, const char *why)
 		if (d->channels)
 			channels_detach(d->channels, name);
 		r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr,
-		            err, sizeof(err));
+		            &err);
 		if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
-			log_ws(LOG_WARNING, name, "cannot power %s off: %s", name, err);
+			log_ws(LOG_WARNING, name, "cannot power %s off: %s", name,
+			       why_failed(&err, r));
 	}
 	(void)vm_domain_forget(d->libvirt_uri, name, false);
 }
@@ -212,6 +219,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	struct vm_config c;
 	enum vm_state state;
 	char domain[128], errbuf[4096] = "";
+	struct slate_error e = {0};
 	_cleanup_free_ char *channel_sock = NULL;
 	struct checkpoint_info cp = {0};
 	double t0, proof_s, pause_ms = 0;
@@ -221,8 +229,7 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
-		return slate_error_set(s->err, r, "start %s: cannot lock: %s", name,
-		                       slate_strerror(r));
+		return slate_error_errno(s->err, r, "start %s: cannot lock", name);
 	r = workspace_load(d->workspaces, name, &w);
 	if (r < 0)
 		return slate_error_set(s->err, r, "start %s: %s", name,
@@ -330,7 +337,6 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	            : daemon_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
 	if (r > 0) {
 		boot_paths_free(&p);
-		log_ws(LOG_WARNING, name, "start %s: %s", name, errbuf);
 		return slate_error_set(s->err, -EACCES, "start %s: %s", name, errbuf);
 	}
 	errbuf[0] = '\0';
@@ -365,20 +371,18 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 			p.fs_sock[i] = shares_path(p.run_dir, p.tags[i], ".sock");
 			r = 0;
 		} else
-			r = shares_serve(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], errbuf,
-			                 sizeof(errbuf));
+			r = shares_serve(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], &e);
 		if (r >= 0 && !p.fs_sock[i])
 			r = -ENOMEM;
 		if (r < 0) {
 			shares_release(d, name);
 			boot_paths_free(&p);
-			log_ws(LOG_WARNING, name, "start %s refused: %s", name, errbuf);
-			return slate_error_set(
-			        s->err,
-			        r == -ELOOP || r == -EPERM || r == -ENOTDIR || r == -ENOENT
-			                ? SLATE_ERR_SHARE
-			                : r,
-			        "start %s: %s", name, errbuf[0] ? errbuf : slate_strerror(r));
+			return slate_error_set(s->err,
+			                       r == -ELOOP || r == -EPERM || r == -ENOTDIR ||
+			                                       r == -ENOENT
+			                               ? SLATE_ERR_SHARE
+			                               : r,
+			                       "start %s: %s", name, why_failed(&e, r));
 		}
 		p.shares[i] = (struct vm_share){
 		        .socket = p.fs_sock[i], .tag = p.tags[i], .readonly = sh->readonly};
@@ -407,19 +411,17 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
 	};
 	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
-	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, errbuf,
-	            sizeof(errbuf));
+	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, &e);
 	channel_sock = TAKE_PTR(p.sock);
 	boot_paths_free(&p);
 	if (r < 0) {
 		/* A failed boot (a libvirt connection lost mid-start, say) leaves nothing behind. */
 		if ((state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) && r != -EEXIST) {
-			start_undo(d, name, errbuf);
+			start_undo(d, name, why_failed(&e, r));
 			shares_release(d, name);
 		}
-		explain_denied(d, errbuf, sizeof(errbuf));
-		log_ws(LOG_WARNING, name, "start %s failed: %s", name, errbuf);
-		return slate_error_set(s->err, r, "start %s: %s", name, errbuf);
+		explain_denied(d, e.msg, sizeof(e.msg));
+		return slate_error_set(s->err, r, "start %s: %s", name, why_failed(&e, r));
 	}
 	s->booted = !br.already_running && !br.resumed;
 	w->last_used = time(NULL);
@@ -435,33 +437,35 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 		(void)channels_attach(d->channels, name, channel_sock);
 	start_progress("proving", "a login shell on a terminal runs a command", s);
 	t0 = now_s();
+	e = (struct slate_error){0};
 	r = exec_terminal_proof(d, name, (op->timeout_s ? op->timeout_s : PROOF_TIMEOUT_S) * 1000,
-	                        errbuf, sizeof(errbuf));
+	                        &e);
 	if (r < 0) {
 		free(cp.note);
-		log_ws(LOG_WARNING, name, "terminal proof of %s failed: %s", name, errbuf);
 		return slate_error_set(
 		        s->err, r,
 		        "start %s: the guest booted but its terminal proof failed: %s; "
 		        "it still runs: 'slate console %s' to look, 'slate stop --force "
 		        "%s' to stop it",
-		        name, errbuf, name, name);
+		        name, why_failed(&e, r), name, name);
 	}
 	proof_s = now_s() - t0;
 	if (w->n_shares > 0 && !br.resumed && !br.already_running) {
 		start_progress("sharing", "mounting the shared host folders", s);
-		r = shares_mount(d, w, errbuf, sizeof(errbuf));
+		e = (struct slate_error){0};
+		r = shares_mount(d, w, &e);
 		if (r < 0)
 			return slate_error_set(s->err, r,
 			                       "start %s: mounting its shares in the guest: %s",
-			                       name, errbuf);
+			                       name, why_failed(&e, r));
 	}
 	if (!br.resumed && !br.already_running) {
 		start_progress("provisioning", "placeholders and the egress CA", s);
-		r = daemon_provision(d, w, errbuf, sizeof(errbuf));
+		e = (struct slate_error){0};
+		r = daemon_provision(d, w, &e);
 		if (r < 0)
 			return slate_error_set(s->err, r, "start %s: provisioning the guest: %s",
-			                       name, errbuf);
+			                       name, why_failed(&e, r));
 		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
 		if (r < 0)
 			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
@@ -546,7 +550,7 @@ int daemon_start(struct daemon_ctx *d, const char *name, const struct daemon_sta
 	return r;
 }
 
-int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen)
+int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, struct slate_error *err)
 {
 	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
 	_cleanup_close_ int lock_fd = -1;
@@ -555,24 +559,21 @@ int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err,
 
 	r = workspace_lock(d->workspaces, name, &lock_fd);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "cannot lock it");
 	if (d->channels)
 		channels_detach(d->channels, name);
 	r = vm_connect(d->libvirt_uri, &conn);
-	if (r < 0) {
-		(void)snprintf(err, errlen, "cannot connect to %s: %s", d->libvirt_uri,
-		               vm_last_error());
-		return r;
-	}
-	r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr, err,
-	            errlen);
+	if (r < 0)
+		return slate_error_set(err, r, "cannot connect to %s: %s", d->libvirt_uri,
+		                       vm_last_error());
+	r = vm_stop(conn, name, VM_STOP_FORCE, VM_DEFAULT_STOP_TIMEOUT_S, NULL, NULL, &sr, err);
 	if (r < 0 && r != -EALREADY && r != -ENOTCONN && r != -ENOENT)
 		return r;
 	(void)vm_domain_forget(d->libvirt_uri, name, true);
 	shares_release(d, name);
 	r = workspace_delete(d->workspaces, name);
 	if (r < 0)
-		(void)snprintf(err, errlen, "deleting: %s", slate_strerror(r));
+		return slate_error_errno(err, r, "deleting");
 	return r;
 }
 
@@ -587,8 +588,9 @@ static bool guest_poweroff(struct daemon_ctx *d, const char *name)
 	static const char script[] = "if [ -d /run/systemd/system ]; then systemctl --no-block "
 	                             "poweroff; else sync; (sleep 0.2; poweroff -f) & fi";
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
+	struct slate_error err = {0};
 	struct channel_info ci;
-	char out[256], err[256];
+	char out[256];
 	int status;
 
 	if (!req || !d->channels || channels_info(d->channels, name, &ci) < 0 || !ci.ready)
@@ -597,8 +599,9 @@ static bool guest_poweroff(struct daemon_ctx *d, const char *name)
 	req->args[req->n_args++] = (struct ex_str){"-c", 2};
 	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
 	req->user = (struct ex_str){"root", 4};
-	if (exec_collect(d, name, req, NULL, 3000, out, sizeof(out), &status, err, sizeof(err)) < 0)
-		log_ws(LOG_DEBUG, name, "power-off through the guest agent: %s", err);
+	if (exec_collect(d, name, req, NULL, 3000, out, sizeof(out), &status, &err) < 0)
+		log_ws(LOG_DEBUG, name, "power-off through the guest agent: %s",
+		       slate_error_text(&err));
 	return true;
 }
 
@@ -612,8 +615,8 @@ int daemon_stop(struct daemon_ctx *d, const char *name, const struct daemon_stop
 	enum vm_stop_mode mode = opts->force     ? VM_STOP_FORCE
 	                         : opts->suspend ? VM_STOP_SUSPEND
 	                                         : VM_STOP_SHUTDOWN;
+	struct slate_error e = {0};
 	struct vm_stop_result sr;
-	char errbuf[1024] = "";
 	enum vm_state state;
 	bool asked;
 	int r;
@@ -639,14 +642,13 @@ int daemon_stop(struct daemon_ctx *d, const char *name, const struct daemon_stop
 	}
 	workspace_free(TAKE_PTR(w));
 	asked = mode == VM_STOP_SHUTDOWN && guest_poweroff(d, name);
-	r = vm_stop(conn, name, mode, opts->timeout_s, progress, userdata, &sr, errbuf,
-	            sizeof(errbuf));
+	r = vm_stop(conn, name, mode, opts->timeout_s, progress, userdata, &sr, &e);
 	if (r >= 0 && asked)
 		sr.was_running = true; /* it went before vm_stop looked */
 	if (r >= 0 && mode != VM_STOP_SUSPEND)
 		shares_release(d, name);
 	if (r < 0)
-		return slate_error_set(err, r, "stop %s: %s", name, errbuf);
+		return slate_error_set(err, r, "stop %s: %s", name, why_failed(&e, r));
 	if (vm_workspace_state(conn, name, &state) < 0)
 		state = VM_STATE_STOPPED;
 	if (workspace_load(d->workspaces, name, &w) >= 0) {

@@ -59,5 +59,6 @@ int daemon_stop(struct daemon_ctx *d, const char *name, const struct daemon_stop
                 struct slate_error *err);
 
 /* Powers the workspace's domain off (if it runs), forgets it and deletes the workspace, under
- * its lock. For `slate run --rm` and for the ephemeral workspaces slated finds at start. */
-int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, char *err, size_t errlen);
+ * its lock. For `slate run --rm` and for the ephemeral workspaces slated finds at start. On
+ * failure err (may be NULL) says why. */
+int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, struct slate_error *err);

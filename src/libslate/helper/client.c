@@ -16,6 +16,7 @@
 
 #include "helper/client.h"
 #include "helper/proto.h"
+#include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -175,35 +176,33 @@ int helper_spawn(const char *binary, const char *state_dir, const char *log_leve
 	return 0;
 }
 
-static int connect_path(const char *path, int *ret_fd)
+static int connect_path(const char *path, int *ret_fd, struct slate_error *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	_cleanup_close_ int fd = -1;
 	int r;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
+		return slate_error_errno(err, -ENAMETOOLONG, "cannot connect to %s", path);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -errno;
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return slate_error_errno(err, -errno, "cannot connect to %s", path);
 	r = set_reply_timeout(fd);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "cannot connect to %s", path);
 	/* Whoever listens there is about to mount things for us: it must be root. */
 	{
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-			return -errno;
-		if (cred.uid != 0) {
-			log_error("%s is served by uid %u, not root: not a slated-helper", path,
-			          (unsigned)cred.uid);
-			return -EPERM;
-		}
+			return slate_error_errno(err, -errno, "cannot connect to %s", path);
+		if (cred.uid != 0)
+			return slate_error_set(
+			        err, -EPERM,
+			        "%s is served by uid %u, not root: not a slated-helper", path,
+			        (unsigned)cred.uid);
 	}
 	r = fd;
 	fd = -1;
@@ -211,20 +210,20 @@ static int connect_path(const char *path, int *ret_fd)
 	return 0;
 }
 
-int helper_connect(const char *path, struct helper **ret)
+int helper_connect(const char *path, struct helper **ret, struct slate_error *err)
 {
 	_cleanup_(helper_freep) struct helper *h = NULL;
 	int r;
 
 	if (!path || !ret)
-		return -EINVAL;
+		return slate_error_errno(err, -EINVAL, "cannot connect to a slated-helper");
 	h = helper_new();
 	if (!h)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "cannot connect to %s", path);
 	h->path = strdup(path);
 	if (!h->path)
-		return -ENOMEM;
-	r = connect_path(path, &h->fd);
+		return slate_error_errno(err, -ENOMEM, "cannot connect to %s", path);
+	r = connect_path(path, &h->fd, err);
 	if (r < 0)
 		return r;
 	(void)snprintf(h->desc, sizeof(h->desc), "slated-helper at %s", path);
@@ -295,6 +294,7 @@ static bool is_disconnect(int r)
 static int call(struct helper *h, struct helper_request *q, const int *fds, size_t n_fds,
                 struct helper_reply *reply)
 {
+	struct slate_error cerr = {0};
 	int r;
 
 	if (!h)
@@ -304,7 +304,7 @@ static int call(struct helper *h, struct helper_request *q, const int *fds, size
 	pthread_mutex_lock(&h->lock);
 	for (int attempt = 0;; attempt++) {
 		if (h->fd < 0) {
-			r = h->path ? connect_path(h->path, &h->fd) : -ECONNRESET;
+			r = h->path ? connect_path(h->path, &h->fd, &cerr) : -ECONNRESET;
 			if (r < 0)
 				break;
 		}
@@ -319,7 +319,12 @@ static int call(struct helper *h, struct helper_request *q, const int *fds, size
 	if (r < 0 && h->fd >= 0 && (is_disconnect(r) || r == -EPROTO || r == -ETIMEDOUT))
 		h->fd = safe_close(h->fd);
 	pthread_mutex_unlock(&h->lock);
-	if (r < 0) {
+	if (r < 0 && cerr.msg[0]) {
+		/* Connecting again failed: that says it all ("... not a slated-helper"). */
+		memset(reply, 0, sizeof(*reply));
+		reply->status = r;
+		(void)snprintf(reply->message, sizeof(reply->message), "%.1000s", cerr.msg);
+	} else if (r < 0) {
 		memset(reply, 0, sizeof(*reply));
 		reply->status = r;
 		(void)snprintf(reply->message, sizeof(reply->message), "%.900s: %s",
@@ -328,7 +333,7 @@ static int call(struct helper *h, struct helper_request *q, const int *fds, size
 		               : r == -EPROTO                  ? "malformed reply"
 		               : r == -ETIMEDOUT
 		                       ? "no answer within " STRINGIFY(HELPER_REPLY_TIMEOUT_S) " s"
-		                       : strerror(-r));
+		                       : slate_strerror(r));
 	}
 	return r < 0 ? r : reply->status;
 }
@@ -341,7 +346,7 @@ static int set_path(struct helper_request *q, const char *path)
 	return 0;
 }
 
-static int pool_call(struct helper *h, unsigned op, const char *state_dir, char **err)
+static int pool_call(struct helper *h, unsigned op, const char *state_dir, struct slate_error *err)
 {
 	struct helper_request q = {.op = (uint16_t)op};
 	struct helper_reply reply;
@@ -349,32 +354,29 @@ static int pool_call(struct helper *h, unsigned op, const char *state_dir, char 
 
 	r = set_path(&q, state_dir);
 	if (r < 0)
-		return r;
+		return slate_error_errno(err, r, "%s", state_dir ? state_dir : "(null)");
 	r = call(h, &q, NULL, 0, &reply);
-	if (r < 0) {
-		if (err && !*err)
-			*err = strdup(reply.message);
-		return r;
-	}
+	if (r < 0)
+		return slate_error_set(err, r, "%s", reply.message);
 	return reply.value > 0 ? 1 : 0;
 }
 
-int helper_pool_mount(struct helper *h, const char *state_dir, char **err)
+int helper_pool_mount(struct helper *h, const char *state_dir, struct slate_error *err)
 {
 	return pool_call(h, HELPER_POOL_MOUNT, state_dir, err);
 }
 
-int helper_pool_unmount(struct helper *h, const char *state_dir, char **err)
+int helper_pool_unmount(struct helper *h, const char *state_dir, struct slate_error *err)
 {
 	return pool_call(h, HELPER_POOL_UNMOUNT, state_dir, err);
 }
 
-static int privops_mount(void *userdata, const char *state_path, char **err)
+static int privops_mount(void *userdata, const char *state_path, struct slate_error *err)
 {
 	return helper_pool_mount(userdata, state_path, err);
 }
 
-static int privops_unmount(void *userdata, const char *state_path, char **err)
+static int privops_unmount(void *userdata, const char *state_path, struct slate_error *err)
 {
 	return helper_pool_unmount(userdata, state_path, err);
 }
@@ -386,8 +388,8 @@ void helper_storage_privops(struct helper *h, struct storage_privops *ret)
 }
 
 int helper_share_serve(struct helper *h, const char *path, uid_t uid, gid_t gid, bool readonly,
-                       int listen_fd, int log_fd, pid_t *ret_pid, uint64_t *ret_start, char *err,
-                       size_t errlen)
+                       int listen_fd, int log_fd, pid_t *ret_pid, uint64_t *ret_start,
+                       struct slate_error *err)
 {
 	struct helper_request q = {.op = HELPER_SHARE_SERVE,
 	                           .uid = (uint32_t)uid,
@@ -399,14 +401,13 @@ int helper_share_serve(struct helper *h, const char *path, uid_t uid, gid_t gid,
 
 	r = set_path(&q, path);
 	if (r < 0)
-		return (void)snprintf(err, errlen, "share path too long"), r;
+		return slate_error_set(err, r, "share path too long");
 	r = call(h, &q, fds, log_fd >= 0 ? 2 : 1, &reply);
 	if (r < 0)
-		return (void)snprintf(err, errlen, "%s", reply.message), r;
+		return slate_error_set(err, r, "%s", reply.message);
 	if (reply.value <= 1)
-		return (void)snprintf(err, errlen, "%s: no virtiofsd pid in its reply",
-		                      helper_describe(h)),
-		       -EPROTO;
+		return slate_error_set(err, -EPROTO, "%s: no virtiofsd pid in its reply",
+		                       helper_describe(h));
 	*ret_pid = (pid_t)reply.value;
 	*ret_start = reply.start;
 	return 0;

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "storage/storage.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 struct helper;
@@ -38,9 +39,10 @@ int helper_spawn(const char *binary, const char *state_dir, const char *log_leve
 /*
  * Connects to a helper listening on the SOCK_SEQPACKET socket at path (slated-helper.socket
  * under systemd; slated --helper-socket). The helper must be root (SO_PEERCRED), or -EPERM.
- * When the connection breaks later (the helper restarted), the next call connects again.
+ * On failure err (may be NULL) says why. When the connection breaks later (the helper
+ * restarted), the next call connects again.
  */
-int helper_connect(const char *path, struct helper **ret);
+int helper_connect(const char *path, struct helper **ret, struct slate_error *err);
 
 /* Closes the connection (a spawned helper then exits). NULL is fine. */
 void helper_free(struct helper *h);
@@ -51,11 +53,11 @@ const char *helper_describe(const struct helper *h);
 
 /*
  * POOL_MOUNT and POOL_UNMOUNT for state_dir (which must be the helper's own). As
- * storage_privops' pool_mount and pool_unmount: 1 or 0, or -errno with *err (may be NULL) set
- * to a malloc'ed message.
+ * storage_privops' pool_mount and pool_unmount: 1 or 0, or -errno with err (may be NULL) saying
+ * why (the helper's message).
  */
-int helper_pool_mount(struct helper *h, const char *state_dir, char **err);
-int helper_pool_unmount(struct helper *h, const char *state_dir, char **err);
+int helper_pool_mount(struct helper *h, const char *state_dir, struct slate_error *err);
+int helper_pool_unmount(struct helper *h, const char *state_dir, struct slate_error *err);
 
 /* Fills *ret with storage_privops that ask h (which must outlive their use). */
 void helper_storage_privops(struct helper *h, struct storage_privops *ret);
@@ -65,11 +67,12 @@ void helper_storage_privops(struct helper *h, struct storage_privops *ret);
  * uid: vm/virtiofs.h virtiofs_share_open) and starts virtiofsd on it as uid:gid (root's share:
  * read-only only; gid 0: root's only), serving the listening AF_UNIX stream socket listen_fd, with its stderr on log_fd
  * (a regular file or pipe open for writing; -1: none). readonly: a read-only share. Returns 0
- * with virtiofsd's pid and start time (for helper_share_stop), or -errno with the reason in err.
+ * with virtiofsd's pid and start time (for helper_share_stop), or -errno with err (may be NULL)
+ * saying why.
  */
 int helper_share_serve(struct helper *h, const char *path, uid_t uid, gid_t gid, bool readonly,
-                       int listen_fd, int log_fd, pid_t *ret_pid, uint64_t *ret_start, char *err,
-                       size_t errlen);
+                       int listen_fd, int log_fd, pid_t *ret_pid, uint64_t *ret_start,
+                       struct slate_error *err);
 
 /*
  * SHARE_STOP: SIGTERM to the virtiofsd helper_share_serve() started as pid at start time start.

@@ -14,6 +14,7 @@
 #include "helper/proto.h"
 #include "helper/server.h"
 #include "storage/pool.h"
+#include "util/error.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "vm/virtiofs.h"
@@ -36,10 +37,10 @@ static void reply_set(struct helper_reply *reply, int status, const char *fmt, .
 	va_end(ap);
 }
 
-static void reply_err(struct helper_reply *reply, int r, char *err, const char *what)
+/* The reply for a failure r that err may say more about. */
+static void reply_err(struct helper_reply *reply, int r, const struct slate_error *err)
 {
-	reply_set(reply, r, "%s", err && *err ? err : what);
-	free(err);
+	reply_set(reply, r, "%s", err->msg[0] ? err->msg : slate_strerror(r));
 }
 
 /* Opens the state directory and checks that its path still names it, canonically. */
@@ -85,7 +86,7 @@ static void do_pool(const struct helper_server *s, const struct helper_request *
                     struct helper_reply *reply)
 {
 	_cleanup_close_ int state_fd = -1;
-	char *err = NULL;
+	struct slate_error err = {0};
 	int r;
 
 	state_fd = open_state_dir(s, reply);
@@ -98,8 +99,7 @@ static void do_pool(const struct helper_server *s, const struct helper_request *
 	} else
 		r = pool_unmount_here(state_fd, s->state_dir, &err);
 	if (r < 0)
-		return reply_err(reply, r, err, strerror(-r));
-	free(err);
+		return reply_err(reply, r, &err);
 	reply->value = r;
 	reply_set(reply, 0,
 	          q->op == HELPER_POOL_MOUNT ? (r ? "attached and mounted %s/pool.img on %s/pool"
@@ -114,14 +114,14 @@ static void do_share_serve(const struct helper_server *s, const struct helper_re
 {
 	_cleanup_close_ int dir_fd = -1;
 	struct virtiofs_spec spec = {0};
-	char err[HELPER_MESSAGE_MAX] = "";
+	struct slate_error err = {0};
 	uint64_t start = 0;
 	pid_t pid = 0;
 	int r;
 
-	r = virtiofs_share_open(q->path, (uid_t)q->uid, &dir_fd, err, sizeof(err));
+	r = virtiofs_share_open(q->path, (uid_t)q->uid, &dir_fd, &err);
 	if (r < 0)
-		return reply_set(reply, r, "%s", err[0] ? err : strerror(-r));
+		return reply_err(reply, r, &err);
 	spec = (struct virtiofs_spec){
 	        .dir_fd = dir_fd,
 	        .listen_fd = fds[0],
@@ -134,9 +134,9 @@ static void do_share_serve(const struct helper_server *s, const struct helper_re
 	        .binary = s->virtiofsd,
 	        .log_fd = n_fds > 1 ? fds[1] : -1,
 	};
-	r = virtiofs_spawn(&spec, &pid, &start, err, sizeof(err));
+	r = virtiofs_spawn(&spec, &pid, &start, &err);
 	if (r < 0)
-		return reply_set(reply, r, "%s", err[0] ? err : strerror(-r));
+		return reply_err(reply, r, &err);
 	reply->value = (int32_t)pid;
 	reply->start = start;
 	reply_set(reply, 0, "virtiofsd %d serves %s as %u:%u%s", (int)pid, q->path,

@@ -16,9 +16,3 @@ struct storage {
 	char *images_path;
 	char *workspaces_path;
 };
-
-/*
- * For error paths that the user must understand: sets *err (when err is non-NULL and no message
- * was set yet) to the formatted message, and returns r.
- */
-int storage_fail(char **err, int r, const char *fmt, ...) _printf_(3, 4);

@@ -72,7 +72,7 @@ static int btrfs_device_path(int fd, char **ret)
 }
 
 /* <state>/pool is mounted: reuse it if it is our pool.img, refuse anything else. */
-static int check_mounted_pool(int state_fd, const char *state_path, char **err)
+static int check_mounted_pool(int state_fd, const char *state_path, struct slate_error *err)
 {
 	_cleanup_free_ char *dev = NULL;
 	_cleanup_close_ int fd = -1;
@@ -82,26 +82,26 @@ static int check_mounted_pool(int state_fd, const char *state_path, char **err)
 
 	fd = openat(state_fd, POOL_MOUNT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return storage_fail(err, -errno, "cannot open %s/%s: %s", state_path, POOL_MOUNT,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open %s/%s", state_path, POOL_MOUNT);
 	if (fstatfs(fd, &sfs) < 0)
 		return -errno;
 	if ((unsigned long)sfs.f_type != BTRFS_SUPER_MAGIC)
-		return storage_fail(err, -EMEDIUMTYPE,
-		                    "%s/%s is a mount point, but not of a btrfs pool: unmount it",
-		                    state_path, POOL_MOUNT);
+		return slate_error_set(
+		        err, -EMEDIUMTYPE,
+		        "%s/%s is a mount point, but not of a btrfs pool: unmount it", state_path,
+		        POOL_MOUNT);
 	if (fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return storage_fail(err, -errno, "%s/%s is mounted, but %s/%s: %s", state_path,
-		                    POOL_MOUNT, state_path, POOL_IMAGE, strerror(errno));
+		return slate_error_errno(err, -errno, "%s/%s is mounted, but %s/%s", state_path,
+		                         POOL_MOUNT, state_path, POOL_IMAGE);
 	r = btrfs_device_path(fd, &dev);
 	if (r < 0)
-		return storage_fail(err, r, "cannot tell which device is mounted on %s/%s: %s",
-		                    state_path, POOL_MOUNT, strerror(-r));
+		return slate_error_errno(err, r, "cannot tell which device is mounted on %s/%s",
+		                         state_path, POOL_MOUNT);
 	r = loop_backed_by(dev, st.st_dev, st.st_ino);
 	if (r < 0)
-		return storage_fail(err, r, "cannot query %s: %s", dev, strerror(-r));
+		return slate_error_errno(err, r, "cannot query %s", dev);
 	if (r == 0)
-		return storage_fail(
+		return slate_error_set(
 		        err, -EMEDIUMTYPE,
 		        "%s/%s is a mount of %s, which is not backed by %s/%s: unmount it",
 		        state_path, POOL_MOUNT, dev, state_path, POOL_IMAGE);
@@ -110,26 +110,25 @@ static int check_mounted_pool(int state_fd, const char *state_path, char **err)
 }
 
 /* Makes pool.img under a temporary name, so that a crash never leaves a half-made pool. */
-static int pool_create(int state_fd, const char *state_path, uint64_t size, char **err)
+static int pool_create(int state_fd, const char *state_path, uint64_t size, struct slate_error *err)
 {
 	_cleanup_free_ char *tmp_path = NULL, *output = NULL;
 	_cleanup_close_ int fd = -1;
 	int r;
 
 	if (size > INT64_MAX)
-		return storage_fail(err, -EFBIG, "pool size %llu is too large",
-		                    (unsigned long long)size);
+		return slate_error_set(err, -EFBIG, "pool size %llu is too large",
+		                       (unsigned long long)size);
 	tmp_path = fs_path_join(state_path, POOL_TMP);
 	if (!tmp_path)
 		return -ENOMEM;
 	(void)unlinkat(state_fd, POOL_TMP, 0);
 	fd = openat(state_fd, POOL_TMP, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return storage_fail(err, -errno, "cannot create the pool file %s: %s", tmp_path,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot create the pool file %s", tmp_path);
 	if (ftruncate(fd, (off_t)size) < 0) {
-		r = storage_fail(err, -errno, "cannot make %s %llu bytes large: %s", tmp_path,
-		                 (unsigned long long)size, strerror(errno));
+		r = slate_error_errno(err, -errno, "cannot make %s %llu bytes large", tmp_path,
+		                      (unsigned long long)size);
 		goto fail;
 	}
 	{
@@ -138,15 +137,16 @@ static int pool_create(int state_fd, const char *state_path, uint64_t size, char
 		r = spawn_run(argv, &output);
 	}
 	if (r == -ENOENT) {
-		r = storage_fail(err, r,
-		                 "mkfs.btrfs is not installed, so no btrfs pool can be made in %s "
-		                 "(install btrfs-progs, or set storage = qcow2)",
-		                 state_path);
+		r = slate_error_set(
+		        err, r,
+		        "mkfs.btrfs is not installed, so no btrfs pool can be made in %s "
+		        "(install btrfs-progs, or set storage = qcow2)",
+		        state_path);
 		goto fail;
 	}
 	if (r < 0) {
-		r = storage_fail(err, r, "mkfs.btrfs %s failed: %s", tmp_path,
-		                 output && *output ? output : strerror(-r));
+		r = slate_error_set(err, r, "mkfs.btrfs %s failed: %s", tmp_path,
+		                    output && *output ? output : strerror(-r));
 		goto fail;
 	}
 	if (fsync(fd) < 0) {
@@ -154,8 +154,7 @@ static int pool_create(int state_fd, const char *state_path, uint64_t size, char
 		goto fail;
 	}
 	if (renameat(state_fd, POOL_TMP, state_fd, POOL_IMAGE) < 0) {
-		r = storage_fail(err, -errno, "cannot rename %s to %s: %s", tmp_path, POOL_IMAGE,
-		                 strerror(errno));
+		r = slate_error_errno(err, -errno, "cannot rename %s to %s", tmp_path, POOL_IMAGE);
 		goto fail;
 	}
 	r = fs_fsync_dir(state_fd);
@@ -175,7 +174,7 @@ fail:
  * opened without following a symlink (through /proc/self/fd), so a <state>/pool swapped for a
  * symlink between the check and the mount cannot send the mount elsewhere.
  */
-static int pool_attach_and_mount(int state_fd, const char *state_path, char **err)
+static int pool_attach_and_mount(int state_fd, const char *state_path, struct slate_error *err)
 {
 	_cleanup_free_ char *img_path = NULL, *mnt_path = NULL, *dev = NULL;
 	_cleanup_close_ int img = -1, loop = -1, mnt = -1;
@@ -190,34 +189,32 @@ static int pool_attach_and_mount(int state_fd, const char *state_path, char **er
 		return -ENOMEM;
 	img = openat(state_fd, POOL_IMAGE, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 	if (img < 0)
-		return storage_fail(err, -errno, "cannot open the pool file %s: %s", img_path,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open the pool file %s", img_path);
 	if (fstat(img, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
-		return storage_fail(err, -EINVAL, "%s is not a regular file", img_path);
+		return slate_error_set(err, -EINVAL, "%s is not a regular file", img_path);
 	mnt = openat(state_fd, POOL_MOUNT, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (mnt < 0)
-		return storage_fail(err, -errno, "cannot open %s: %s", mnt_path, strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open %s", mnt_path);
 	(void)snprintf(target, sizeof(target), "/proc/self/fd/%d", mnt);
 
 	/* btrfs uses 4 KiB sectors: a 4 KiB loop device lets direct I/O through to the file. */
 	r = loop_attach(img, img_path, 4096, &loop, &dev);
 	if (r == -ENOENT)
-		return storage_fail(
+		return slate_error_set(
 		        err, r,
 		        "cannot attach %s to a loop device: there is no /dev/loop-control "
 		        "(load the loop module; in a container, loop devices are usually "
 		        "not available: set storage = qcow2)",
 		        img_path);
 	if (r == -EPERM || r == -EACCES)
-		return storage_fail(err, r,
-		                    "cannot attach %s to a loop device: %s (this needs "
-		                    "CAP_SYS_ADMIN; in a container, set storage = qcow2)",
-		                    img_path, strerror(-r));
+		return slate_error_set(err, r,
+		                       "cannot attach %s to a loop device: %s (this needs "
+		                       "CAP_SYS_ADMIN; in a container, set storage = qcow2)",
+		                       img_path, strerror(-r));
 	if (r < 0)
-		return storage_fail(err, r, "cannot attach %s to a loop device: %s", img_path,
-		                    strerror(-r));
+		return slate_error_errno(err, r, "cannot attach %s to a loop device", img_path);
 
 	/*
 	 * Freed blocks are punched out of pool.img, so the host gets its space back (discard).
@@ -227,16 +224,16 @@ static int pool_attach_and_mount(int state_fd, const char *state_path, char **er
 	if (mount(dev, target, "btrfs", flags, "discard=async,user_subvol_rm_allowed") < 0) {
 		if (errno != EINVAL ||
 		    mount(dev, target, "btrfs", flags, "user_subvol_rm_allowed") < 0)
-			return storage_fail(err, -errno, "cannot mount %s (%s) on %s: %s%s", dev,
-			                    img_path, mnt_path, strerror(errno),
-			                    errno == EPERM ? " (this needs CAP_SYS_ADMIN)" : "");
+			return slate_error_set(err, -errno, "cannot mount %s (%s) on %s: %s%s", dev,
+			                       img_path, mnt_path, strerror(errno),
+			                       errno == EPERM ? " (this needs CAP_SYS_ADMIN)" : "");
 	}
 	/* From here on the mount holds the loop device; autoclear detaches it at unmount. */
 	log_debug("mounted %s (%s) on %s", dev, img_path, mnt_path);
 	return 0;
 }
 
-int pool_mount_here(int state_fd, const char *state_path, char **err)
+int pool_mount_here(int state_fd, const char *state_path, struct slate_error *err)
 {
 	int r;
 
@@ -244,8 +241,7 @@ int pool_mount_here(int state_fd, const char *state_path, char **err)
 		return -EINVAL;
 	r = pool_is_mounted(state_fd);
 	if (r < 0)
-		return storage_fail(err, r, "cannot inspect %s/%s: %s", state_path, POOL_MOUNT,
-		                    strerror(-r));
+		return slate_error_errno(err, r, "cannot inspect %s/%s", state_path, POOL_MOUNT);
 	if (r > 0) {
 		r = check_mounted_pool(state_fd, state_path, err);
 		return r < 0 ? r : 0;
@@ -254,7 +250,7 @@ int pool_mount_here(int state_fd, const char *state_path, char **err)
 	return r < 0 ? r : 1;
 }
 
-int pool_unmount_here(int state_fd, const char *state_path, char **err)
+int pool_unmount_here(int state_fd, const char *state_path, struct slate_error *err)
 {
 	_cleanup_free_ char *mnt_path = NULL;
 	int r;
@@ -273,15 +269,14 @@ int pool_unmount_here(int state_fd, const char *state_path, char **err)
 	if (r < 0)
 		return r;
 	if (umount2(mnt_path, UMOUNT_NOFOLLOW) < 0)
-		return storage_fail(err, -errno, "cannot unmount %s: %s", mnt_path,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot unmount %s", mnt_path);
 	log_debug("unmounted the pool %s", mnt_path);
 	return 1;
 }
 
 /* The privileged step, done by this process or by whoever privops names. */
 static int do_mount(const struct storage_privops *privops, int state_fd, const char *state_path,
-                    char **err)
+                    struct slate_error *err)
 {
 	if (privops && privops->pool_mount)
 		return privops->pool_mount(privops->userdata, state_path, err);
@@ -290,7 +285,7 @@ static int do_mount(const struct storage_privops *privops, int state_fd, const c
 
 int pool_open(int state_fd, const char *state_path, uint64_t size,
               const struct storage_privops *privops, int *ret_fd, enum pool_how *ret_how,
-              char **err)
+              struct slate_error *err)
 {
 	_cleanup_close_ int lock = -1, fd = -1;
 	bool created = false;
@@ -304,30 +299,28 @@ int pool_open(int state_fd, const char *state_path, uint64_t size,
 	lock = openat(state_fd, POOL_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
 	              0600);
 	if (lock < 0)
-		return storage_fail(err, -errno, "cannot create %s/%s: %s", state_path, POOL_LOCK,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot create %s/%s", state_path, POOL_LOCK);
 	while (flock(lock, LOCK_EX) < 0)
 		if (errno != EINTR)
 			return -errno;
 
 	if (mkdirat(state_fd, POOL_MOUNT, 0711) < 0 && errno != EEXIST)
-		return storage_fail(err, -errno, "cannot create %s/%s: %s", state_path, POOL_MOUNT,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot create %s/%s", state_path,
+		                         POOL_MOUNT);
 	if (fstatat(state_fd, POOL_MOUNT, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	if (!S_ISDIR(st.st_mode))
-		return storage_fail(err, -ENOTDIR, "%s/%s is not a directory", state_path,
-		                    POOL_MOUNT);
+		return slate_error_set(err, -ENOTDIR, "%s/%s is not a directory", state_path,
+		                       POOL_MOUNT);
 
 	/* Making pool.img needs no privilege (mkfs.btrfs on a file); only the mount does. */
 	r = pool_is_mounted(state_fd);
 	if (r < 0)
-		return storage_fail(err, r, "cannot inspect %s/%s: %s", state_path, POOL_MOUNT,
-		                    strerror(-r));
+		return slate_error_errno(err, r, "cannot inspect %s/%s", state_path, POOL_MOUNT);
 	if (r == 0 && fstatat(state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT)
-			return storage_fail(err, -errno, "cannot inspect %s/%s: %s", state_path,
-			                    POOL_IMAGE, strerror(errno));
+			return slate_error_errno(err, -errno, "cannot inspect %s/%s", state_path,
+			                         POOL_IMAGE);
 		r = pool_create(state_fd, state_path, size, err);
 		if (r < 0)
 			return r;
@@ -339,13 +332,12 @@ int pool_open(int state_fd, const char *state_path, uint64_t size,
 
 	fd = openat(state_fd, POOL_MOUNT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return storage_fail(err, -errno, "cannot open %s/%s: %s", state_path, POOL_MOUNT,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open %s/%s", state_path, POOL_MOUNT);
 	if (fstatfs(fd, &sfs) < 0)
 		return -errno;
 	if ((unsigned long)sfs.f_type != BTRFS_SUPER_MAGIC)
-		return storage_fail(err, -EMEDIUMTYPE, "%s/%s is not the mounted btrfs pool",
-		                    state_path, POOL_MOUNT);
+		return slate_error_set(err, -EMEDIUMTYPE, "%s/%s is not the mounted btrfs pool",
+		                       state_path, POOL_MOUNT);
 	/* Others may traverse (qemu runs as its own user), not list. */
 	if (fchmod(fd, 0711) < 0)
 		return -errno;
@@ -356,7 +348,7 @@ int pool_open(int state_fd, const char *state_path, uint64_t size,
 }
 
 int pool_unmount(int state_fd, const char *state_path, const struct storage_privops *privops,
-                 char **err)
+                 struct slate_error *err)
 {
 	_cleanup_close_ int lock = -1;
 	int r;

@@ -25,12 +25,12 @@ enum pool_how {
  * reuses the mount, re-attaches pool.img, or creates pool.img with logical size size. Making
  * pool.img needs no privilege; attaching and mounting it are done by privops (slated's helper),
  * or by this process when privops is NULL. Returns an O_RDONLY|O_DIRECTORY fd of the mounted
- * pool's root in *ret_fd and how it got there in *ret_how (may be NULL). On failure *err (when
- * err is non-NULL) gets a message saying why.
+ * pool's root in *ret_fd and how it got there in *ret_how (may be NULL). On failure err (may be
+ * NULL) says why.
  */
 int pool_open(int state_fd, const char *state_path, uint64_t size,
               const struct storage_privops *privops, int *ret_fd, enum pool_how *ret_how,
-              char **err);
+              struct slate_error *err);
 
 /*
  * Unmounts <state>/pool if it is this state directory's pool (the loop device then detaches
@@ -38,10 +38,10 @@ int pool_open(int state_fd, const char *state_path, uint64_t size,
  * open in stays mounted. Callers first make sure no domain uses it (vm_domains_using), since a
  * QEMU in another mount namespace does not keep the host's mount busy. Returns 1 when it
  * unmounted the pool, 0 when it was not mounted, -EBUSY when it is in use, -EMEDIUMTYPE when
- * something else is mounted there (*err says what), or another -errno.
+ * something else is mounted there (err says what), or another -errno.
  */
 int pool_unmount(int state_fd, const char *state_path, const struct storage_privops *privops,
-                 char **err);
+                 struct slate_error *err);
 
 /*
  * The privileged halves, for whoever holds CAP_SYS_ADMIN and /dev/loop-control (slated-helper,
@@ -58,5 +58,5 @@ int pool_unmount(int state_fd, const char *state_path, const struct storage_priv
  * pool_unmount_here(): the same check, then umount2(UMOUNT_NOFOLLOW). Returns 1 when it
  * unmounted the pool, 0 when none was mounted, or as pool_unmount().
  */
-int pool_mount_here(int state_fd, const char *state_path, char **err);
-int pool_unmount_here(int state_fd, const char *state_path, char **err);
+int pool_mount_here(int state_fd, const char *state_path, struct slate_error *err);
+int pool_unmount_here(int state_fd, const char *state_path, struct slate_error *err);

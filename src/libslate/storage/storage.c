@@ -23,19 +23,6 @@
 #define IMAGES_DIR "images"
 #define WORKSPACES_DIR "workspaces"
 
-int storage_fail(char **err, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || *err)
-		return r;
-	va_start(ap, fmt);
-	if (vasprintf(err, fmt, ap) < 0)
-		*err = NULL;
-	va_end(ap);
-	return r;
-}
-
 const char *storage_kind_name(enum storage_kind k)
 {
 	switch (k) {
@@ -66,9 +53,9 @@ void storage_close(struct storage *s)
 }
 
 int storage_pool_unmount(int state_dirfd, const char *state_dir,
-                         const struct storage_privops *privops, char **ret_error)
+                         const struct storage_privops *privops, struct slate_error *err)
 {
-	return pool_unmount(state_dirfd, state_dir, privops, ret_error);
+	return pool_unmount(state_dirfd, state_dir, privops, err);
 }
 
 static bool name_ok(const char *name)
@@ -78,23 +65,20 @@ static bool name_ok(const char *name)
 
 /* Makes dir name in root_fd (mode 0711: qemu, running as its own user, must traverse it). */
 static int open_top_dir(int root_fd, const char *root_path, const char *name, int *ret_fd,
-                        char **err)
+                        struct slate_error *err)
 {
 	int fd;
 
 	if (mkdirat(root_fd, name, 0711) < 0 && errno != EEXIST)
-		return storage_fail(err, -errno, "cannot create %s/%s: %s", root_path, name,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot create %s/%s", root_path, name);
 	fd = openat(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return storage_fail(err, -errno, "cannot open %s/%s: %s", root_path, name,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open %s/%s", root_path, name);
 	/* Whatever the umask was when it was made. */
 	if (fchmod(fd, 0711) < 0) {
 		int r = -errno;
 		(void)close(fd);
-		return storage_fail(err, r, "cannot chmod %s/%s: %s", root_path, name,
-		                    strerror(-r));
+		return slate_error_errno(err, r, "cannot chmod %s/%s", root_path, name);
 	}
 	*ret_fd = fd;
 	return 0;
@@ -113,7 +97,7 @@ static int mount_id(int fd, uint64_t *ret)
 }
 
 /* Chooses the backend by trying, in the order the header gives. */
-static int probe_kind(struct storage *s, const struct storage_config *cfg, char **err)
+static int probe_kind(struct storage *s, const struct storage_config *cfg, struct slate_error *err)
 {
 	struct stat st;
 	int r;
@@ -123,7 +107,7 @@ static int probe_kind(struct storage *s, const struct storage_config *cfg, char 
 	if (cfg->mode == STORAGE_MODE_POOL)
 		return STORAGE_POOL;
 	if (cfg->mode != STORAGE_MODE_AUTO)
-		return storage_fail(err, -EINVAL, "unknown storage mode %d", (int)cfg->mode);
+		return slate_error_set(err, -EINVAL, "unknown storage mode %d", (int)cfg->mode);
 
 	/* A pool made before (forced, or on another filesystem) holds the images: keep it. */
 	if (fstatat(s->state_fd, POOL_IMAGE, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -137,14 +121,14 @@ static int probe_kind(struct storage *s, const struct storage_config *cfg, char 
 		log_debug("probing btrfs subvolumes in %s: %s", s->state_path, strerror(-r));
 	r = reflink_supported_at(s->state_fd);
 	if (r < 0)
-		return storage_fail(err, r, "cannot write in %s: %s", s->state_path, strerror(-r));
+		return slate_error_errno(err, r, "cannot write in %s", s->state_path);
 	if (r > 0)
 		return STORAGE_REFLINK;
 	return STORAGE_POOL;
 }
 
 static int do_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-                   struct storage **ret, char **err)
+                   struct storage **ret, struct slate_error *err)
 {
 	_cleanup_(storage_closep) struct storage *s = NULL;
 	_cleanup_close_ int root_fd = -1;
@@ -164,17 +148,16 @@ static int do_open(int state_dirfd, const char *state_dir, const struct storage_
 
 	s->state_fd = openat(state_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->state_fd < 0)
-		return storage_fail(err, -errno, "cannot open %s: %s", state_dir, strerror(errno));
+		return slate_error_errno(err, -errno, "cannot open %s", state_dir);
 	s->state_path = realpath(state_dir, NULL);
 	if (!s->state_path)
-		return storage_fail(err, -errno, "cannot resolve %s: %s", state_dir,
-		                    strerror(errno));
+		return slate_error_errno(err, -errno, "cannot resolve %s", state_dir);
 	/* Paths go into mount(2), qcow2 headers and domain XML: they must name the same dir. */
 	if (fstat(s->state_fd, &a) < 0 || stat(s->state_path, &b) < 0)
 		return -errno;
 	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-		return storage_fail(err, -EINVAL, "%s is not the directory that was opened",
-		                    state_dir);
+		return slate_error_set(err, -EINVAL, "%s is not the directory that was opened",
+		                       state_dir);
 
 	kind = probe_kind(s, cfg, err);
 	if (kind < 0)
@@ -207,9 +190,10 @@ static int do_open(int state_dirfd, const char *state_dir, const struct storage_
 		return r;
 	/* A clone cannot cross a mount, not even a bind mount of the same filesystem. */
 	if (mount_id(s->images_fd, &ia) >= 0 && mount_id(s->workspaces_fd, &ib) >= 0 && ia != ib)
-		return storage_fail(err, -EXDEV,
-		                    "%s and %s are on different mounts: clones need one filesystem",
-		                    s->images_path, s->workspaces_path);
+		return slate_error_set(
+		        err, -EXDEV,
+		        "%s and %s are on different mounts: clones need one filesystem",
+		        s->images_path, s->workspaces_path);
 
 	switch (s->kind) {
 	case STORAGE_BTRFS:
@@ -234,32 +218,22 @@ static int do_open(int state_dirfd, const char *state_dir, const struct storage_
 	return 0;
 }
 
-int storage_open_err(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-                     struct storage **ret, char **ret_error)
+int storage_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
+                 struct storage **ret, struct slate_error *err)
 {
 	static const struct storage_config defaults = {.mode = STORAGE_MODE_AUTO};
-	_cleanup_free_ char *err = NULL;
+	struct slate_error own = {0};
 	int r;
 
 	if (!ret)
 		return -EINVAL;
-	r = do_open(state_dirfd, state_dir, cfg ? cfg : &defaults, ret, &err);
-	if (r < 0) {
-		if (!err)
-			(void)storage_fail(&err, r, "cannot open the storage in %s: %s",
-			                   state_dir ? state_dir : "(null)", slate_strerror(r));
-		log_debug("%s", err ? err : slate_strerror(r));
-		if (ret_error)
-			*ret_error = TAKE_PTR(err);
-		return r;
-	}
-	return 0;
-}
-
-int storage_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-                 struct storage **ret)
-{
-	return storage_open_err(state_dirfd, state_dir, cfg, ret, NULL);
+	r = do_open(state_dirfd, state_dir, cfg ? cfg : &defaults, ret, &own);
+	if (r < 0 && !own.msg[0])
+		(void)slate_error_errno(&own, r, "cannot open the storage in %s",
+		                        state_dir ? state_dir : "(null)");
+	if (r < 0 && err)
+		*err = own;
+	return r;
 }
 
 enum storage_kind storage_get_kind(const struct storage *s)

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/error.h"
 #include "util/macro.h"
 
 enum storage_kind {
@@ -45,12 +46,12 @@ enum storage_mode {
  * (helper/client.h), so that slated itself needs neither. Both are called with the pool's lock
  * held. pool_mount returns 1 when it attached and mounted <state_path>/pool.img, 0 when the
  * pool was mounted already (and checked), or -errno; pool_unmount returns 1 when it unmounted
- * the pool, 0 when none was mounted, or -errno (-EBUSY: in use). Either may set *err (a
- * malloc'ed message for the user) on failure.
+ * the pool, 0 when none was mounted, or -errno (-EBUSY: in use). Either says in err (may be
+ * NULL) why it failed.
  */
 struct storage_privops {
-	int (*pool_mount)(void *userdata, const char *state_path, char **err);
-	int (*pool_unmount)(void *userdata, const char *state_path, char **err);
+	int (*pool_mount)(void *userdata, const char *state_path, struct slate_error *err);
+	int (*pool_unmount)(void *userdata, const char *state_path, struct slate_error *err);
 	void *userdata;
 };
 
@@ -70,30 +71,23 @@ const char *storage_kind_name(enum storage_kind k);
 /*
  * Opens the storage of the state directory state_dirfd (path state_dir, for messages and
  * mounts): probes, creates or re-attaches the pool when needed, and makes the images/ and
- * workspaces/ directories. A host that cannot loop-mount gets a clear error naming why.
+ * workspaces/ directories. A host that cannot loop-mount gets a clear error naming why: on
+ * failure err (may be NULL; untouched on success) names the path and the cause (e.g. "cannot
+ * attach /var/lib/slate/pool.img to a loop device: there is no /dev/loop-control ...").
  */
 int storage_open(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-                 struct storage **ret);
-/*
- * storage_open() that also says why it failed: on failure, when ret_error is non-NULL,
- * *ret_error gets a newly allocated message for the user naming the path and the cause (e.g.
- * "cannot attach /var/lib/slate/pool.img to a loop device: there is no /dev/loop-control ..."),
- * or NULL when even that could not be allocated. Untouched on success. storage_open() logs the
- * same message at debug level.
- */
-int storage_open_err(int state_dirfd, const char *state_dir, const struct storage_config *cfg,
-                     struct storage **ret, char **ret_error);
+                 struct storage **ret, struct slate_error *err);
 /*
  * Unmounts the loop-backed pool of the state directory state_dirfd (state_dir: absolute and
  * canonical) when it is mounted and nothing has files open in it, through privops (NULL: this
  * process does it). Callers make sure first that
  * no domain uses it (vm_domains_using): QEMU may run in a mount namespace of libvirt's, where
  * its open files do not keep the host's mount busy. Returns 1 when it unmounted the pool, 0
- * when none was mounted, -EBUSY when something still uses it, or another error (*ret_error,
- * when non-NULL, gets a message then, as for storage_open_err()).
+ * when none was mounted, -EBUSY when something still uses it, or another error (err, when
+ * non-NULL, says why then, as for storage_open()).
  */
 int storage_pool_unmount(int state_dirfd, const char *state_dir,
-                         const struct storage_privops *privops, char **ret_error);
+                         const struct storage_privops *privops, struct slate_error *err);
 /* Closes fds. Never unmounts the pool (storage_pool_unmount() does). NULL is fine. */
 void storage_close(struct storage *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct storage *, storage_close);

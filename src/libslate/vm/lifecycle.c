@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/error.h"
 #include "util/log.h"
 #include "vm/domain.h"
 #include "vm/kvm.h"
@@ -37,18 +38,6 @@ static void sleep_ms(unsigned ms)
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
-}
-
-_printf_(3, 4) static int fail(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen) {
-		va_start(ap, fmt);
-		(void)vsnprintf(errbuf, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return 0;
 }
 
 static void step(vm_progress_fn progress, void *ud, const char *name, const char *detail)
@@ -147,7 +136,7 @@ static void destroy_and_forget(virDomainPtr dom)
 
 /* Removes an inactive leftover whose UUID is not the workspace's (an earlier workspace of the
  * same name). */
-static int drop_stale(virConnectPtr conn, const struct vm_config *c, char *errbuf, size_t errlen)
+static int drop_stale(virConnectPtr conn, const struct vm_config *c, struct slate_error *err)
 {
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
 	char uuid[VIR_UUID_STRING_BUFLEN];
@@ -157,33 +146,31 @@ static int drop_stale(virConnectPtr conn, const struct vm_config *c, char *errbu
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return fail(errbuf, errlen, "cannot look up %s: %s", c->domain_name,
-		            vm_last_error()),
-		       r;
+		return slate_error_set(err, r, "cannot look up %s: %s", c->domain_name,
+		                       vm_last_error());
 	if (virDomainGetUUIDString(dom, uuid) < 0)
-		return fail(errbuf, errlen, "%s: %s", c->domain_name, vm_last_error()), -EIO;
+		return slate_error_set(err, -EIO, "%s: %s", c->domain_name, vm_last_error());
 	if (strcasecmp(uuid, c->uuid) == 0)
 		return 0;
 	if (virDomainIsActive(dom) == 1)
-		return fail(errbuf, errlen,
-		            "a domain named %s runs with UUID %s, not this workspace's %s: it is "
-		            "not "
-		            "this workspace's; slate leaves it alone (virsh destroy it if it is "
-		            "stale)",
-		            c->domain_name, uuid, c->uuid),
-		       -EEXIST;
+		return slate_error_set(
+		        err, -EEXIST,
+		        "a domain named %s runs with UUID %s, not this workspace's %s: it is "
+		        "not "
+		        "this workspace's; slate leaves it alone (virsh destroy it if it is "
+		        "stale)",
+		        c->domain_name, uuid, c->uuid);
 	log_ws(LOG_NOTICE, c->workspace,
 	       "removing the stale definition of %s (UUID %s, an earlier workspace of this name)",
 	       c->domain_name, uuid);
 	if (virDomainUndefineFlags(dom, UNDEFINE_FLAGS) < 0)
-		return fail(errbuf, errlen, "cannot remove the stale definition of %s: %s",
-		            c->domain_name, vm_last_error()),
-		       -EIO;
+		return slate_error_set(err, -EIO, "cannot remove the stale definition of %s: %s",
+		                       c->domain_name, vm_last_error());
 	return 0;
 }
 
 static int define(virConnectPtr conn, const char *template_text, const struct vm_config *c,
-                  virDomainPtr *ret, char *errbuf, size_t errlen)
+                  virDomainPtr *ret, struct slate_error *err)
 {
 	_cleanup_free_ char *xml = NULL;
 	virDomainPtr dom;
@@ -191,20 +178,19 @@ static int define(virConnectPtr conn, const char *template_text, const struct vm
 
 	r = vm_xml_build(template_text, c, &xml);
 	if (r < 0)
-		return fail(errbuf, errlen, "cannot build the domain XML from the template: %s",
-		            r == -EINVAL ? "incomplete settings" : "the template is not usable"),
-		       r;
+		return slate_error_set(err, r, "cannot build the domain XML from the template: %s",
+		                       r == -EINVAL ? "incomplete settings"
+		                                    : "the template is not usable");
 	dom = virDomainDefineXMLFlags(conn, xml, VIR_DOMAIN_DEFINE_VALIDATE);
 	if (!dom)
-		return fail(errbuf, errlen, "libvirt refused the domain definition: %s",
-		            vm_last_error()),
-		       -EINVAL;
+		return slate_error_set(err, -EINVAL, "libvirt refused the domain definition: %s",
+		                       vm_last_error());
 	*ret = dom;
 	return 0;
 }
 
 static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned timeout_s, double t0,
-                      char *errbuf, size_t errlen)
+                      struct slate_error *err)
 {
 	char tail[1536] = "";
 	unsigned polls = 0;
@@ -215,29 +201,28 @@ static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned time
 		if (r > 0)
 			return 0;
 		if (r < 0)
-			return fail(errbuf, errlen, "cannot read the console log %s: %s",
-			            c->console_log, strerror(-r)),
-			       r;
+			return slate_error_set(err, r, "cannot read the console log %s: %s",
+			                       c->console_log, strerror(-r));
 		/* Asking libvirt costs more than reading a file: every tenth poll. */
 		if (++polls % 10 == 0 && virDomainIsActive(dom) != 1) {
 			sleep_ms(100);
 			if (console_ready(c->console_log) > 0)
 				return 0;
 			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
-			return fail(errbuf, errlen,
-			            "the guest stopped before it was ready; the console's last "
-			            "lines:\n%s",
-			            tail),
-			       -ECHILD;
+			return slate_error_set(
+			        err, -ECHILD,
+			        "the guest stopped before it was ready; the console's last "
+			        "lines:\n%s",
+			        tail);
 		}
 		if (now_s() - t0 > timeout_s) {
 			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
-			return fail(errbuf, errlen,
-			            "the guest did not report ready (\"" VM_READY_PREFIX
-			            "<version>" VM_READY_SUFFIX "\") within %u s; it was "
-			            "stopped. The console's last lines:\n%s",
-			            timeout_s, tail),
-			       -ETIMEDOUT;
+			return slate_error_set(err, -ETIMEDOUT,
+			                       "the guest did not report ready (\"" VM_READY_PREFIX
+			                       "<version>" VM_READY_SUFFIX
+			                       "\") within %u s; it was "
+			                       "stopped. The console's last lines:\n%s",
+			                       timeout_s, tail);
 		}
 		sleep_ms(POLL_MS);
 	}
@@ -245,7 +230,7 @@ static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned time
 
 int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_config *c,
             unsigned timeout_s, vm_progress_fn progress, void *userdata, struct vm_boot_result *ret,
-            char *errbuf, size_t errlen)
+            struct slate_error *err)
 {
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
 	struct vm_boot_result res = {.kvm = c->kvm};
@@ -256,14 +241,13 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 
 	if (timeout_s == 0)
 		timeout_s = VM_DEFAULT_BOOT_TIMEOUT_S;
-	r = drop_stale(conn, c, errbuf, errlen);
+	r = drop_stale(conn, c, err);
 	if (r < 0)
 		return r;
 	r = vm_workspace_state(conn, c->workspace, &state);
 	if (r < 0)
-		return fail(errbuf, errlen, "cannot ask libvirt about %s: %s", c->domain_name,
-		            vm_last_error()),
-		       r;
+		return slate_error_set(err, r, "cannot ask libvirt about %s: %s", c->domain_name,
+		                       vm_last_error());
 	if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
 		res.already_running = true;
 		*ret = res;
@@ -274,15 +258,15 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		/* Its saved memory belongs with its saved definition: keep that. */
 		r = vm_domain_lookup(conn, c->workspace, &dom);
 		if (r < 0)
-			return fail(errbuf, errlen, "%s: %s", c->domain_name, vm_last_error()), r;
+			return slate_error_set(err, r, "%s: %s", c->domain_name, vm_last_error());
 		step(progress, userdata, "resuming", "restoring the saved memory");
 		t0 = now_s();
 		if (virDomainCreate(dom) < 0)
-			return fail(errbuf, errlen,
-			            "cannot resume %s from its saved state: %s (slate stop --force "
-			            "discards it)",
-			            c->domain_name, vm_last_error()),
-			       -EIO;
+			return slate_error_set(
+			        err, -EIO,
+			        "cannot resume %s from its saved state: %s (slate stop --force "
+			        "discards it)",
+			        c->domain_name, vm_last_error());
 		res.resumed = true;
 		res.boot_s = now_s() - t0;
 		*ret = res;
@@ -291,7 +275,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 
 	snprintf(res.disk_io, sizeof(res.disk_io), "%s", c->disk_io);
 	step(progress, userdata, "defining", "libvirt defines the domain");
-	r = define(conn, template_text, &cc, &dom, errbuf, errlen);
+	r = define(conn, template_text, &cc, &dom, err);
 	if (r < 0)
 		return r;
 	/* virtlogd truncates it too (append='off'); never read an earlier boot's ready line. */
@@ -304,21 +288,21 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		(void)snprintf(first, sizeof(first), "%s", vm_last_error());
 		if (!streq(cc.disk_io, "io_uring") || !io_uring_refused(first)) {
 			(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
-			return fail(errbuf, errlen, "cannot start %s: %s", c->domain_name, first),
-			       -EIO;
+			return slate_error_set(err, -EIO, "cannot start %s: %s", c->domain_name,
+			                       first);
 		}
 		/* QEMU or the kernel may refuse io_uring (seccomp, sysctl): once with native. */
 		log_ws(LOG_NOTICE, c->workspace, "start with io_uring failed (%s); trying native",
 		       first);
 		virDomainFree(TAKE_PTR(dom));
 		cc.disk_io = "native";
-		r = define(conn, template_text, &cc, &dom, errbuf, errlen);
+		r = define(conn, template_text, &cc, &dom, err);
 		if (r < 0)
 			return r;
 		t0 = now_s();
 		if (virDomainCreate(dom) < 0) {
-			(void)fail(errbuf, errlen, "cannot start %s: %s", c->domain_name,
-			           vm_last_error());
+			(void)slate_error_set(err, -EIO, "cannot start %s: %s", c->domain_name,
+			                      vm_last_error());
 			(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
 			return -EIO;
 		}
@@ -326,7 +310,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		snprintf(res.disk_io, sizeof(res.disk_io), "%s", cc.disk_io);
 	}
 	step(progress, userdata, "waiting", "for the guest's ready line on the console");
-	r = wait_ready(dom, c, timeout_s, t0, errbuf, errlen);
+	r = wait_ready(dom, c, timeout_s, t0, err);
 	if (r < 0) {
 		destroy_and_forget(dom);
 		return r;
@@ -338,11 +322,11 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 
 /* Powers the domain off at once (a domain already gone is fine), saying why. */
 static int destroy_now(virDomainPtr dom, vm_progress_fn progress, void *userdata, const char *why,
-                       struct vm_stop_result *res, char *errbuf, size_t errlen)
+                       struct vm_stop_result *res, struct slate_error *err)
 {
 	step(progress, userdata, "destroying", why);
 	if (virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
-		return fail(errbuf, errlen, "cannot destroy: %s", vm_last_error()), -EIO;
+		return slate_error_set(err, -EIO, "cannot destroy: %s", vm_last_error());
 	res->destroyed = true;
 	return 0;
 }
@@ -373,8 +357,8 @@ static int wait_inactive(virDomainPtr dom, double deadline, vm_progress_fn progr
 }
 
 int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, unsigned timeout_s,
-            vm_progress_fn progress, void *userdata, struct vm_stop_result *ret, char *errbuf,
-            size_t errlen)
+            vm_progress_fn progress, void *userdata, struct vm_stop_result *ret,
+            struct slate_error *err)
 {
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
 	struct vm_stop_result res = {0};
@@ -388,10 +372,10 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 		return 0;
 	}
 	if (r < 0)
-		return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+		return slate_error_set(err, r, "cannot ask libvirt: %s", vm_last_error());
 	r = vm_domain_get_state(dom, &state);
 	if (r < 0)
-		return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+		return slate_error_set(err, r, "cannot ask libvirt: %s", vm_last_error());
 	res.was_running = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED;
 
 	switch (mode) {
@@ -399,36 +383,35 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 		if (state == VM_STATE_SUSPENDED)
 			break;
 		if (!res.was_running)
-			return fail(errbuf, errlen, "it is not running: nothing to suspend"),
-			       -ENOTCONN;
+			return slate_error_set(err, -ENOTCONN,
+			                       "it is not running: nothing to suspend");
 		step(progress, userdata, "suspending", "saving the guest's memory (managed save)");
 		if (virDomainManagedSave(dom, 0) < 0)
-			return fail(errbuf, errlen, "managed save failed: %s", vm_last_error()),
-			       -EIO;
+			return slate_error_set(err, -EIO, "managed save failed: %s",
+			                       vm_last_error());
 		res.stop_s = now_s() - t0;
 		*ret = res;
 		return 0;
 	case VM_STOP_FORCE:
 		if (res.was_running) {
-			r = destroy_now(dom, progress, userdata, "powering off at once", &res,
-			                errbuf, errlen);
+			r = destroy_now(dom, progress, userdata, "powering off at once", &res, err);
 			if (r < 0)
 				return r;
 		}
 		break;
 	case VM_STOP_SHUTDOWN:
 		if (state == VM_STATE_SUSPENDED)
-			return fail(errbuf, errlen,
-			            "it is suspended; 'slate start' resumes it, 'slate stop "
-			            "--force' "
-			            "discards its saved memory"),
-			       -EALREADY;
+			return slate_error_set(
+			        err, -EALREADY,
+			        "it is suspended; 'slate start' resumes it, 'slate stop "
+			        "--force' "
+			        "discards its saved memory");
 		if (!res.was_running)
 			break;
 		/* A paused CPU never sees the power button: power it off at once. */
 		if (state == VM_STATE_PAUSED) {
 			r = destroy_now(dom, progress, userdata, "paused: powering off at once",
-			                &res, errbuf, errlen);
+			                &res, err);
 			if (r < 0)
 				return r;
 			break;
@@ -443,11 +426,11 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 			char d[96];
 			(void)snprintf(d, sizeof(d), "no power-off within %u s: destroying",
 			               timeout_s);
-			r = destroy_now(dom, progress, userdata, d, &res, errbuf, errlen);
+			r = destroy_now(dom, progress, userdata, d, &res, err);
 			if (r < 0)
 				return r;
 		} else if (r < 0) {
-			return fail(errbuf, errlen, "cannot ask libvirt: %s", vm_last_error()), r;
+			return slate_error_set(err, r, "cannot ask libvirt: %s", vm_last_error());
 		}
 		break;
 	}

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/error.h"
 #include "vm/xml.h"
 
 /* The line slate-guest prints on the console once the guest is up (see images/test/init). */
@@ -36,11 +37,11 @@ struct vm_boot_result {
  * for the ready line on the console log c->console_log. A suspended domain is resumed instead
  * (its saved definition is kept). A leftover definition of an earlier workspace of the same name
  * (another UUID, not running) is removed first. On failure the domain is destroyed and undefined,
- * and errbuf says why, with the console's last lines when the guest did not come up.
+* and err (may be NULL) says why, with the console's last lines when the guest did not come up.
  */
 int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_config *c,
             unsigned timeout_s, vm_progress_fn progress, void *userdata, struct vm_boot_result *ret,
-            char *errbuf, size_t errlen);
+            struct slate_error *err);
 
 enum vm_stop_mode {
 	VM_STOP_SHUTDOWN, /* ACPI power button, then destroy after the timeout */
@@ -54,10 +55,11 @@ struct vm_stop_result {
 	double stop_s;
 };
 
-/* Stops the workspace's domain as mode says; then undefines it unless it is suspended. */
+/* Stops the workspace's domain as mode says; then undefines it unless it is suspended. On failure
+ * err (may be NULL) says why: -ENOTCONN (nothing to suspend), -EALREADY (suspended), or else. */
 int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, unsigned timeout_s,
-            vm_progress_fn progress, void *userdata, struct vm_stop_result *ret, char *errbuf,
-            size_t errlen);
+            vm_progress_fn progress, void *userdata, struct vm_stop_result *ret,
+            struct slate_error *err);
 
 /* The last lines (at most max_lines, at most len - 1 bytes) of a console log, control characters
  * dropped. Returns 0 or -errno. */

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/error.h"
 #include "util/fs.h"
 #include "util/macro.h"
 #include "vm/virtiofs.h"
@@ -29,7 +30,7 @@
 #define VFS_SOCKET_FD 3
 #define VFS_SHARE_DIR "/tmp/share"
 
-int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err, size_t errlen)
+int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, struct slate_error *err)
 {
 	_cleanup_free_ char *copy = NULL, *walked = NULL;
 	_cleanup_close_ int fd = -1;
@@ -38,16 +39,15 @@ int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *e
 	struct stat st;
 
 	if (!path || path[0] != '/' || strlen(path) >= 4096)
-		return (void)snprintf(err, errlen, "%s: not an absolute path",
-		                      path ? path : "(null)"),
-		       -EINVAL;
+		return slate_error_set(err, -EINVAL, "%s: not an absolute path",
+		                       path ? path : "(null)");
 	copy = strdup(path);
 	walked = calloc(1, strlen(path) + 2);
 	if (!copy || !walked)
-		return -ENOMEM;
+		return slate_error_errno(err, -ENOMEM, "share %s", path);
 	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "share %s: /", path);
 	for (comp = strtok_r(copy, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
 		struct stat lst;
 		int next, e;
@@ -56,10 +56,9 @@ int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *e
 		memcpy(walked + len, comp, strlen(comp) + 1);
 		len += strlen(comp);
 		if (streq(comp, ".") || streq(comp, ".."))
-			return (void)snprintf(err, errlen,
-			                      "%s: '%s' is not allowed in a share path", path,
-			                      comp),
-			       -EINVAL;
+			return slate_error_set(err, -EINVAL,
+			                       "%s: '%s' is not allowed in a share path", path,
+			                       comp);
 		next = openat(fd, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 		if (next >= 0) {
 			(void)close(fd);
@@ -70,24 +69,21 @@ int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *e
 		/* O_PATH|O_NOFOLLOW|O_DIRECTORY on a symlink fails ENOTDIR: say what it is. */
 		if (fstatat(fd, comp, &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode))
 			e = ELOOP;
-		(void)snprintf(err, errlen, "share %s: %s %s", path, walked,
-		               e == ELOOP     ? "is now a symbolic link"
-		               : e == ENOTDIR ? "is no longer a directory"
-		               : e == ENOENT  ? "no longer exists"
-		                              : strerror(e));
-		return -e;
+		return slate_error_set(err, -e, "share %s: %s %s", path, walked,
+		                       e == ELOOP     ? "is now a symbolic link"
+		                       : e == ENOTDIR ? "is no longer a directory"
+		                       : e == ENOENT  ? "no longer exists"
+		                                      : slate_strerror(-e));
 	}
 	if (fstat(fd, &st) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "share %s", path);
 	if (!S_ISDIR(st.st_mode))
-		return (void)snprintf(err, errlen, "share %s is no longer a directory", path),
-		       -ENOTDIR;
+		return slate_error_set(err, -ENOTDIR, "share %s is no longer a directory", path);
 	if (expect_uid != (uid_t)-1 && st.st_uid != expect_uid)
-		return (void)snprintf(err, errlen,
-		                      "share %s now belongs to uid %u, not to uid %u as when it "
-		                      "was shared",
-		                      path, (unsigned)st.st_uid, (unsigned)expect_uid),
-		       -EPERM;
+		return slate_error_set(err, -EPERM,
+		                       "share %s now belongs to uid %u, not to uid %u as when it "
+		                       "was shared",
+		                       path, (unsigned)st.st_uid, (unsigned)expect_uid);
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -389,8 +385,8 @@ _noreturn_ static void run_middle(const struct virtiofs_spec *spec, int status_f
 	_exit(0);
 }
 
-int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start, char *err,
-                   size_t errlen)
+int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
+                   struct slate_error *err)
 {
 	int status[2], keep[4], wstatus, e = 0, pid = 0;
 	long max_fd = sysconf(_SC_OPEN_MAX);
@@ -401,15 +397,15 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
 
 	if (!spec || spec->dir_fd < 0 || spec->listen_fd < 0 || spec->uid == (uid_t)-1 ||
 	    spec->gid == (gid_t)-1 || spec->guest_uid == (uid_t)-1 || spec->guest_gid == (gid_t)-1)
-		return -EINVAL;
+		return slate_error_set(err, -EINVAL, "virtiofsd: incomplete settings");
 	if (pipe2(status, O_CLOEXEC) < 0)
-		return -errno;
+		return slate_error_errno(err, -errno, "virtiofsd: pipe");
 	mid = fork();
 	if (mid < 0) {
 		e = errno;
 		(void)close(status[0]);
 		(void)close(status[1]);
-		return -e;
+		return slate_error_errno(err, -e, "virtiofsd: fork");
 	}
 	if (mid == 0) {
 		(void)close(status[0]);
@@ -430,7 +426,7 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
 	while (waitpid(mid, &wstatus, 0) < 0 && errno == EINTR)
 		;
 	if (n <= 0)
-		return (void)snprintf(err, errlen, "virtiofsd: the launcher died"), -EIO;
+		return slate_error_set(err, -EIO, "virtiofsd: the launcher died");
 	buf[n] = '\0';
 	if (sscanf(buf, "%d %d", &e, &pid) == 2 && e == 0 && pid > 1) {
 		*ret_pid = pid;
@@ -441,7 +437,6 @@ int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *r
 		e = EIO;
 	{
 		const char *msg = strchr(buf, ' ');
-		(void)snprintf(err, errlen, "virtiofsd: %s", msg ? msg + 1 : buf);
+		return slate_error_set(err, -e, "virtiofsd: %s", msg ? msg + 1 : buf);
 	}
-	return -e;
 }

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/error.h"
+
 #define VIRTIOFSD_DEFAULT "/usr/lib/qemu/virtiofsd"
 /* The workspace user's ids in slate's images (slate-guest's "slate", or uid 1000): the owner's
  * files appear as theirs in the guest, so the workspace user reads and writes them as usual. */
@@ -43,9 +45,10 @@
  * Opens the directory at path (absolute, no "." or ".." components) without following any
  * symlink, and checks it is a directory owned by expect_uid (any owner when expect_uid is
  * (uid_t)-1). Returns 0 and an O_PATH fd in *ret_fd, or -errno with a message naming the
- * component in err: -ELOOP (a symlink), -ENOTDIR, -ENOENT, -EPERM (owner changed), -EINVAL.
+ * component in err (may be NULL): -ELOOP (a symlink), -ENOTDIR, -ENOENT, -EPERM (owner changed),
+ * -EINVAL.
  */
-int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, char *err, size_t errlen);
+int virtiofs_share_open(const char *path, uid_t expect_uid, int *ret_fd, struct slate_error *err);
 
 struct virtiofs_spec {
 	int dir_fd;         /* the share, from virtiofs_share_open() */
@@ -63,10 +66,10 @@ struct virtiofs_spec {
  * Starts virtiofsd as described above, detached (it is not a child of the caller once this
  * returns; it exits by itself when QEMU disconnects). Returns 0 with its pid and its start time
  * (field 22 of /proc/PID/stat, for virtiofs_kill) once virtiofsd has been exec'd, or -errno with
- * the reason in err.
+ * the reason in err (may be NULL).
  */
-int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start, char *err,
-                   size_t errlen);
+int virtiofs_spawn(const struct virtiofs_spec *spec, pid_t *ret_pid, uint64_t *ret_start,
+                   struct slate_error *err);
 
 /* Kills (SIGKILL, with its process group) the virtiofsd started as pid at start time start, if it still runs:
  * 0, or -ESRCH when that process is gone (or the pid now belongs to another process). */
