@@ -206,286 +206,447 @@ static void start_undo(struct daemon_ctx *d, const char *name, const char *why)
 	(void)vm_domain_forget(d->libvirt_uri, name, false);
 }
 
-static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_start_opts *op,
-                    struct start_io *s, struct daemon_started *ret)
-{
-	_cleanup_(workspace_freep) struct workspace *w = NULL;
-	_cleanup_(image_info_freep) struct image_info *img = NULL;
-	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-	_cleanup_free_ char *template = NULL, *origin = NULL;
-	_cleanup_close_ int lock_fd = -1;
-	struct boot_paths p = {0};
-	struct vm_boot_result br;
+/* One start, from the lock to the proven-boot checkpoint: each step below fills its part. */
+struct start_run {
+	struct daemon_ctx *d;
+	const char *name;
+	const struct daemon_start_opts *op;
+	struct start_io *s;
+	int lock_fd;
+	struct workspace *w;
+	struct image_info *img;
+	virConnectPtr conn;
+	enum vm_state state; /* before the start */
+	char *template, *origin;
+	struct boot_paths p;
+	char domain[128];
 	struct vm_config c;
-	enum vm_state state;
-	char domain[128], errbuf[4096] = "";
-	struct slate_error e = {0};
-	_cleanup_free_ char *channel_sock = NULL;
-	struct checkpoint_info cp = {0};
-	double t0, proof_s, pause_ms = 0;
-	bool drift, running, was_compromised = false;
-	char compromised_host[256] = "";
+	struct vm_boot_result br;
+	char *channel_sock;
+	double proof_s;
+	struct checkpoint_info cp;
+	double pause_ms;
+};
+
+static void start_run_done(struct start_run *st)
+{
+	(void)safe_close(st->lock_fd);
+	workspace_free(st->w);
+	image_info_free(st->img);
+	if (st->conn)
+		(void)virConnectClose(st->conn);
+	free(st->template);
+	free(st->origin);
+	boot_paths_free(&st->p);
+	free(st->channel_sock);
+	free(st->cp.note);
+}
+
+/* A domain that runs (or is paused) already keeps its disks, shares and virtiofsd. */
+static bool start_was_running(const struct start_run *st)
+{
+	return st->state == VM_STATE_RUNNING || st->state == VM_STATE_PAUSED;
+}
+
+static bool start_was_stopped(const struct start_run *st)
+{
+	return st->state == VM_STATE_UNDEFINED || st->state == VM_STATE_STOPPED;
+}
+
+/* Locks the workspace and loads it; a quarantined one may not start. */
+static int start_lock_load(struct start_run *st)
+{
+	const char *name = st->name;
 	int r;
 
-	r = workspace_lock(d->workspaces, name, &lock_fd);
+	r = workspace_lock(st->d->workspaces, name, &st->lock_fd);
 	if (r < 0)
-		return slate_error_errno(s->err, r, "start %s: cannot lock", name);
-	r = workspace_load(d->workspaces, name, &w);
+		return slate_error_errno(st->s->err, r, "start %s: cannot lock", name);
+	r = workspace_load(st->d->workspaces, name, &st->w);
 	if (r < 0)
-		return slate_error_set(s->err, r, "start %s: %s", name,
+		return slate_error_set(st->s->err, r, "start %s: %s", name,
 		                       r == -ENOENT ? "the workspace is gone" : slate_strerror(r));
 	/* Wiped (no disk.img, no home.img): the fresh ones made below end the quarantine. */
-	if (workspace_quarantined(w))
+	if (workspace_quarantined(st->w))
 		return slate_error_set(
-		        s->err, SLATE_ERR_COMPROMISED,
+		        st->s->err, SLATE_ERR_COMPROMISED,
 		        "workspace '%s' is compromised (a placeholder was sent to %s): it may not "
 		        "start until its disk and home are wiped: 'slate wipe %s' (or 'slate "
 		        "reset' "
 		        "and 'slate wipe-home'); settings, secrets and shares are kept",
 		        name,
-		        w->compromised_host ? w->compromised_host : "a host it is not bound to",
+		        st->w->compromised_host ? st->w->compromised_host
+		                                : "a host it is not bound to",
 		        name);
-	r = vm_connect(d->libvirt_uri, &conn);
-	if (r < 0)
-		return slate_error_set(s->err, SLATE_ERR_LIBVIRT,
-		                       "start %s: cannot connect to %s: %s", name, d->libvirt_uri,
-		                       vm_last_error());
-	r = vm_workspace_state(conn, name, &state);
-	if (r < 0)
-		return slate_error_set(s->err, SLATE_ERR_LIBVIRT,
-		                       "start %s: cannot ask libvirt: %s", name, vm_last_error());
+	return 0;
+}
 
-	r = image_store_get(d->storage, w->image_id, &img);
+/* Connects to libvirt and asks what state the workspace's domain is in. */
+static int start_ask_libvirt(struct start_run *st)
+{
+	int r;
+
+	r = vm_connect(st->d->libvirt_uri, &st->conn);
+	if (r < 0)
+		return slate_error_set(st->s->err, SLATE_ERR_LIBVIRT,
+		                       "start %s: cannot connect to %s: %s", st->name,
+		                       st->d->libvirt_uri, vm_last_error());
+	r = vm_workspace_state(st->conn, st->name, &st->state);
+	if (r < 0)
+		return slate_error_set(st->s->err, SLATE_ERR_LIBVIRT,
+		                       "start %s: cannot ask libvirt: %s", st->name,
+		                       vm_last_error());
+	return 0;
+}
+
+/*
+ * Base drift: a stopped workspace whose disk was cloned from an older version of its image is
+ * reset (--reset-to-base), kept (--as-is) or refused; a suspended one cannot be reset.
+ */
+static int start_base_drift(struct start_run *st)
+{
+	const struct workspace *w = st->w;
+	const char *name = st->name;
+	bool drift;
+	int r;
+
+	r = image_store_get(st->d->storage, w->image_id, &st->img);
 	if (r < 0)
 		return slate_error_set(
-		        s->err, r, "start %s: image '%s' is not installed ('slate image ls'): %s",
-		        name, w->image_id, slate_strerror(r));
-	drift = w->disk_present && img->version != w->base_version;
-	if (state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) {
-		if (drift && op->reset_to_base) {
+		        st->s->err, r,
+		        "start %s: image '%s' is not installed ('slate image ls'): %s", name,
+		        w->image_id, slate_strerror(r));
+	drift = w->disk_present && st->img->version != w->base_version;
+	if (start_was_stopped(st)) {
+		if (drift && st->op->reset_to_base) {
 			start_progress("resetting",
-			               "discarding disk.img for a fresh clone of the base", s);
-			r = workspace_reset(d->workspaces, name);
+			               "discarding disk.img for a fresh clone of the base", st->s);
+			r = workspace_reset(st->d->workspaces, name);
 			if (r < 0)
-				return slate_error_set(s->err, r, "start %s: reset: %s", name,
+				return slate_error_set(st->s->err, r, "start %s: reset: %s", name,
 				                       slate_strerror(r));
-		} else if (drift && !op->as_is) {
+		} else if (drift && !st->op->as_is) {
 			return slate_error_set(
-			        s->err, SLATE_ERR_BASE_DRIFT,
+			        st->s->err, SLATE_ERR_BASE_DRIFT,
 			        "workspace '%s' was cloned from version %lld of image '%s', which "
 			        "is "
 			        "now at version %lld: start it with --reset-to-base (a fresh "
 			        "system "
 			        "disk from the new base; home is kept) or --as-is (keep its disk)",
 			        name, (long long)w->base_version, w->image_id,
-			        (long long)img->version);
+			        (long long)st->img->version);
 		} else if (drift) {
 			char msg[256];
 			(void)snprintf(msg, sizeof(msg),
 			               "keeping disk.img from image version %lld (now %lld)",
-			               (long long)w->base_version, (long long)img->version);
-			start_progress("base-drift", msg, s);
+			               (long long)w->base_version, (long long)st->img->version);
+			start_progress("base-drift", msg, st->s);
 		}
-		was_compromised = w->compromised;
-		(void)snprintf(compromised_host, sizeof(compromised_host), "%s",
-		               w->compromised_host ? w->compromised_host : "");
-		start_progress("preparing", "disk.img and home.img", s);
-		r = workspace_prepare(d->workspaces, name);
-		if (r < 0)
-			return slate_error_set(s->err, r, "start %s: preparing its disks: %s", name,
-			                       slate_strerror(r));
-		workspace_free(TAKE_PTR(w));
-		r = workspace_load(d->workspaces, name, &w);
-		if (r < 0)
-			return slate_error_set(s->err, r, "start %s: %s", name, slate_strerror(r));
-		if (was_compromised && !w->compromised)
-			log_ws(LOG_NOTICE, name,
-			       "workspace %s was wiped after a leak to %s: fresh disk and home, "
-			       "allowed to start again",
-			       name, compromised_host[0] ? compromised_host : "?");
-	} else if (op->reset_to_base && state == VM_STATE_SUSPENDED) {
+	} else if (st->op->reset_to_base && st->state == VM_STATE_SUSPENDED) {
 		return slate_error_set(
-		        s->err, -EBUSY,
+		        st->s->err, -EBUSY,
 		        "start %s: it is suspended with memory that uses its current disk; "
 		        "'slate stop --force %s' discards that first",
 		        name, name);
 	}
+	return 0;
+}
 
-	r = vm_template_load(NULL, &template, &origin);
+/* A stopped workspace's disks: made when missing (a wiped workspace starts afresh), then the
+ * workspace loaded again. */
+static int start_prepare_disks(struct start_run *st)
+{
+	const char *name = st->name;
+	bool was_compromised = st->w->compromised;
+	char compromised_host[256];
+	int r;
+
+	(void)snprintf(compromised_host, sizeof(compromised_host), "%s",
+	               st->w->compromised_host ? st->w->compromised_host : "");
+	start_progress("preparing", "disk.img and home.img", st->s);
+	r = workspace_prepare(st->d->workspaces, name);
 	if (r < 0)
-		return slate_error_set(s->err, r,
+		return slate_error_set(st->s->err, r, "start %s: preparing its disks: %s", name,
+		                       slate_strerror(r));
+	workspace_free(TAKE_PTR(st->w));
+	r = workspace_load(st->d->workspaces, name, &st->w);
+	if (r < 0)
+		return slate_error_set(st->s->err, r, "start %s: %s", name, slate_strerror(r));
+	if (was_compromised && !st->w->compromised)
+		log_ws(LOG_NOTICE, name,
+		       "workspace %s was wiped after a leak to %s: fresh disk and home, "
+		       "allowed to start again",
+		       name, compromised_host[0] ? compromised_host : "?");
+	return 0;
+}
+
+/*
+ * The domain template and the files the domain is made of: the workspace's disks, the runtime
+ * directory with the console log and the channel socket, the image's kernel. Checks first that
+ * QEMU can reach the workspace directory.
+ */
+static int start_boot_paths(struct start_run *st)
+{
+	struct daemon_ctx *d = st->d;
+	struct boot_paths *p = &st->p;
+	const char *name = st->name;
+	char detail[4096] = "";
+	int r;
+
+	r = vm_template_load(NULL, &st->template, &st->origin);
+	if (r < 0)
+		return slate_error_set(st->s->err, r,
 		                       "start %s: cannot read the domain template %s/libvirt-xml/"
 		                       "domain.xml: %s",
 		                       name, SLATE_SYSCONF_DIR, slate_strerror(r));
-	(void)vm_domain_name(name, domain, sizeof(domain));
-	p.ws_dir = workspace_dir_path(d->workspaces, name);
-	r = daemon_runtime_dir(d, name, &p.run_dir);
-	if (r < 0 || !p.ws_dir) {
-		boot_paths_free(&p);
-		return slate_error_set(s->err, r < 0 ? r : -ENOMEM,
-		                       "start %s: runtime directory: %s", name,
-		                       slate_strerror(r < 0 ? r : -ENOMEM));
-	}
-	r = fs_make_traversable(storage_state_path(d->storage), p.ws_dir);
+	(void)vm_domain_name(name, st->domain, sizeof(st->domain));
+	p->ws_dir = workspace_dir_path(d->workspaces, name);
+	r = daemon_runtime_dir(d, name, &p->run_dir);
+	if (r < 0 || !p->ws_dir)
+		return slate_error_errno(st->s->err, r < 0 ? r : -ENOMEM,
+		                         "start %s: runtime directory", name);
+	r = fs_make_traversable(storage_state_path(d->storage), p->ws_dir);
 	if (r < 0)
-		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p.ws_dir,
+		log_ws(LOG_WARNING, name, "cannot make %s traversable for QEMU: %s", p->ws_dir,
 		       slate_strerror(r));
 	/* Above the state directory slated changes nothing: say what blocks QEMU there, before
 	 * QEMU says only "Permission denied". A QEMU that runs already has its files open. */
-	r = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED
-	            ? 0
-	            : daemon_check_qemu_access(d, p.ws_dir, errbuf, sizeof(errbuf));
-	if (r > 0) {
-		boot_paths_free(&p);
-		return slate_error_set(s->err, -EACCES, "start %s: %s", name, errbuf);
+	r = start_was_running(st) ? 0
+	                          : daemon_check_qemu_access(d, p->ws_dir, detail, sizeof(detail));
+	if (r > 0)
+		return slate_error_set(st->s->err, -EACCES, "start %s: %s", name, detail);
+	p->disk = fs_path_join(p->ws_dir, "disk.img");
+	p->home = fs_path_join(p->ws_dir, "home.img");
+	p->log = fs_path_join(p->run_dir, "console.log");
+	p->sock = fs_path_join(p->run_dir, "channel.sock");
+	if (st->img->kernel_boot) {
+		_cleanup_free_ char *idir =
+		        fs_path_join(storage_images_path(d->storage), st->img->id);
+		p->kernel = idir ? fs_path_join(idir, "vmlinuz") : NULL;
+		p->initrd = idir ? fs_path_join(idir, "initrd.img") : NULL;
+		p->cmdline = make_cmdline(st->img->cmdline);
 	}
-	errbuf[0] = '\0';
-	p.disk = fs_path_join(p.ws_dir, "disk.img");
-	p.home = fs_path_join(p.ws_dir, "home.img");
-	p.log = fs_path_join(p.run_dir, "console.log");
-	p.sock = fs_path_join(p.run_dir, "channel.sock");
-	if (img->kernel_boot) {
-		_cleanup_free_ char *idir = fs_path_join(storage_images_path(d->storage), img->id);
-		p.kernel = idir ? fs_path_join(idir, "vmlinuz") : NULL;
-		p.initrd = idir ? fs_path_join(idir, "initrd.img") : NULL;
-		p.cmdline = make_cmdline(img->cmdline);
-	}
-	if (!p.disk || !p.home || !p.log || !p.sock ||
-	    (img->kernel_boot && (!p.kernel || !p.initrd || !p.cmdline))) {
-		boot_paths_free(&p);
+	if (!p->disk || !p->home || !p->log || !p->sock ||
+	    (st->img->kernel_boot && (!p->kernel || !p->initrd || !p->cmdline)))
 		return -ENOMEM;
-	}
-	/* A domain that runs (or is paused) keeps the virtiofsd it has; otherwise what a domain
-	 * that went left behind goes first. */
-	running = state == VM_STATE_RUNNING || state == VM_STATE_PAUSED;
+	return 0;
+}
+
+/*
+ * Each share's virtiofsd, through slated-helper, with its directory checked again. A domain that
+ * runs (or is paused) keeps the virtiofsd it has; otherwise what a domain that went left behind
+ * goes first. A share refused stops the start, and what was served for it goes.
+ */
+static int start_serve_shares(struct start_run *st)
+{
+	const struct workspace *w = st->w;
+	struct boot_paths *p = &st->p;
+	bool running = start_was_running(st);
+	int r;
+
 	if (!running && w->n_shares > 0)
-		shares_release(d, name);
+		shares_release(st->d, st->name);
 	for (size_t i = 0; i < w->n_shares && i < VM_MAX_SHARES; i++) {
 		const struct workspace_share *sh = &w->shares[i];
 		uid_t expect = sh->uid != (uid_t)-1 ? sh->uid
 		               : w->owner != 0      ? w->owner
 		                                    : (uid_t)-1;
+		struct slate_error e = {0};
 
-		(void)snprintf(p.tags[i], sizeof(p.tags[i]), "share%zu", i);
+		(void)snprintf(p->tags[i], sizeof(p->tags[i]), "share%zu", i);
 		if (running) {
-			p.fs_sock[i] = shares_path(p.run_dir, p.tags[i], ".sock");
+			p->fs_sock[i] = shares_path(p->run_dir, p->tags[i], ".sock");
 			r = 0;
 		} else
-			r = shares_serve(d, p.run_dir, p.tags[i], sh, expect, &p.fs_sock[i], &e);
-		if (r >= 0 && !p.fs_sock[i])
+			r = shares_serve(st->d, p->run_dir, p->tags[i], sh, expect, &p->fs_sock[i],
+			                 &e);
+		if (r >= 0 && !p->fs_sock[i])
 			r = -ENOMEM;
 		if (r < 0) {
-			shares_release(d, name);
-			boot_paths_free(&p);
-			return slate_error_set(s->err,
+			shares_release(st->d, st->name);
+			return slate_error_set(st->s->err,
 			                       r == -ELOOP || r == -EPERM || r == -ENOTDIR ||
 			                                       r == -ENOENT
 			                               ? SLATE_ERR_SHARE
 			                               : r,
-			                       "start %s: %s", name, why_failed(&e, r));
+			                       "start %s: %s", st->name, why_failed(&e, r));
 		}
-		p.shares[i] = (struct vm_share){
-		        .socket = p.fs_sock[i], .tag = p.tags[i], .readonly = sh->readonly};
+		p->shares[i] = (struct vm_share){
+		        .socket = p->fs_sock[i], .tag = p->tags[i], .readonly = sh->readonly};
 	}
-	c = (struct vm_config){
-	        .domain_name = domain,
+	return 0;
+}
+
+/* The domain's settings: the workspace's, the paths above, and what the host can do. */
+static void start_vm_config(struct start_run *st)
+{
+	const struct workspace *w = st->w;
+	const struct boot_paths *p = &st->p;
+
+	st->c = (struct vm_config){
+	        .domain_name = st->domain,
 	        .uuid = w->uuid,
-	        .workspace = name,
+	        .workspace = st->name,
 	        .owner = w->owner,
 	        .image_id = w->image_id,
 	        .base_version = w->base_version,
 	        .mac = w->mac,
 	        .memory_mib = w->memory_mib,
 	        .cpus = w->cpus,
-	        .kvm = vm_kvm_usable(d->libvirt_uri) > 0,
-	        .disk = p.disk,
-	        .home = p.home,
+	        .kvm = vm_kvm_usable(st->d->libvirt_uri) > 0,
+	        .disk = p->disk,
+	        .home = p->home,
 	        .disk_io = vm_disk_io(),
-	        .kernel = p.kernel,
-	        .initrd = p.initrd,
-	        .cmdline = p.cmdline,
-	        .console_log = p.log,
-	        .channel_socket = p.sock,
+	        .kernel = p->kernel,
+	        .initrd = p->initrd,
+	        .cmdline = p->cmdline,
+	        .console_log = p->log,
+	        .channel_socket = p->sock,
 	        .vsock = access("/dev/vhost-vsock", R_OK | W_OK) == 0,
-	        .shares = p.shares,
+	        .shares = p->shares,
 	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
 	};
-	log_ws(LOG_DEBUG, name, "starting %s from template %s", domain, origin);
-	r = vm_boot(conn, template, &c, op->timeout_s, start_progress, s, &br, &e);
-	channel_sock = TAKE_PTR(p.sock);
-	boot_paths_free(&p);
+}
+
+/* Defines and boots the domain (or resumes it); a failed boot leaves nothing behind. */
+static int start_boot(struct start_run *st)
+{
+	struct daemon_ctx *d = st->d;
+	const char *name = st->name;
+	struct slate_error e = {0};
+	int r;
+
+	log_ws(LOG_DEBUG, name, "starting %s from template %s", st->domain, st->origin);
+	r = vm_boot(st->conn, st->template, &st->c, st->op->timeout_s, start_progress, st->s,
+	            &st->br, &e);
+	st->channel_sock = TAKE_PTR(st->p.sock);
 	if (r < 0) {
 		/* A failed boot (a libvirt connection lost mid-start, say) leaves nothing behind. */
-		if ((state == VM_STATE_UNDEFINED || state == VM_STATE_STOPPED) && r != -EEXIST) {
+		if (start_was_stopped(st) && r != -EEXIST) {
 			start_undo(d, name, why_failed(&e, r));
 			shares_release(d, name);
 		}
 		explain_denied(d, e.msg, sizeof(e.msg));
-		return slate_error_set(s->err, r, "start %s: %s", name, why_failed(&e, r));
+		return slate_error_set(st->s->err, r, "start %s: %s", name, why_failed(&e, r));
 	}
-	s->booted = !br.already_running && !br.resumed;
-	w->last_used = time(NULL);
-	r = workspace_save(d->workspaces, w);
+	st->s->booted = !st->br.already_running && !st->br.resumed;
+	st->w->last_used = time(NULL);
+	r = workspace_save(d->workspaces, st->w);
 	if (r < 0)
 		log_ws(LOG_WARNING, name, "cannot record last use: %s", slate_strerror(r));
-	if (!br.already_running)
-		log_ws(LOG_INFO, name, "%s %s (%s) in %.1f s", br.resumed ? "resumed" : "booted",
-		       domain, vm_accel_name(br.kvm), br.boot_s);
+	if (!st->br.already_running)
+		log_ws(LOG_INFO, name, "%s %s (%s) in %.1f s",
+		       st->br.resumed ? "resumed" : "booted", st->domain, vm_accel_name(st->br.kvm),
+		       st->br.boot_s);
+	return 0;
+}
 
-	/* The guest is up when a shell on a terminal runs a command, not when it says so. */
-	if (!c.vsock && d->channels)
-		(void)channels_attach(d->channels, name, channel_sock);
-	start_progress("proving", "a login shell on a terminal runs a command", s);
+/* The guest is up when a shell on a terminal runs a command, not when it says so. */
+static int start_prove(struct start_run *st)
+{
+	struct daemon_ctx *d = st->d;
+	const char *name = st->name;
+	unsigned timeout_s = st->op->timeout_s ? st->op->timeout_s : PROOF_TIMEOUT_S;
+	struct slate_error e = {0};
+	double t0;
+	int r;
+
+	if (!st->c.vsock && d->channels)
+		(void)channels_attach(d->channels, name, st->channel_sock);
+	start_progress("proving", "a login shell on a terminal runs a command", st->s);
 	t0 = now_s();
-	e = (struct slate_error){0};
-	r = exec_terminal_proof(d, name, (op->timeout_s ? op->timeout_s : PROOF_TIMEOUT_S) * 1000,
-	                        &e);
-	if (r < 0) {
-		free(cp.note);
+	r = exec_terminal_proof(d, name, timeout_s * 1000, &e);
+	if (r < 0)
 		return slate_error_set(
-		        s->err, r,
+		        st->s->err, r,
 		        "start %s: the guest booted but its terminal proof failed: %s; "
 		        "it still runs: 'slate console %s' to look, 'slate stop --force "
 		        "%s' to stop it",
 		        name, why_failed(&e, r), name, name);
-	}
-	proof_s = now_s() - t0;
-	if (w->n_shares > 0 && !br.resumed && !br.already_running) {
-		start_progress("sharing", "mounting the shared host folders", s);
-		e = (struct slate_error){0};
-		r = shares_mount(d, w, &e);
+	st->proof_s = now_s() - t0;
+	return 0;
+}
+
+/*
+ * After a boot (not a resume): the shares mounted in the guest, the guest provisioned, and the
+ * proven-boot checkpoint taken (a start without one still succeeds).
+ */
+static int start_setup_guest(struct start_run *st)
+{
+	struct daemon_ctx *d = st->d;
+	const char *name = st->name;
+	struct slate_error e = {0};
+	int r;
+
+	if (st->br.resumed || st->br.already_running)
+		return 0;
+	if (st->w->n_shares > 0) {
+		start_progress("sharing", "mounting the shared host folders", st->s);
+		r = shares_mount(d, st->w, &e);
 		if (r < 0)
-			return slate_error_set(s->err, r,
+			return slate_error_set(st->s->err, r,
 			                       "start %s: mounting its shares in the guest: %s",
 			                       name, why_failed(&e, r));
 	}
-	if (!br.resumed && !br.already_running) {
-		start_progress("provisioning", "placeholders and the egress CA", s);
-		e = (struct slate_error){0};
-		r = daemon_provision(d, w, &e);
-		if (r < 0)
-			return slate_error_set(s->err, r, "start %s: provisioning the guest: %s",
-			                       name, why_failed(&e, r));
-		r = proven_checkpoint(d, conn, name, &cp, &pause_ms);
-		if (r < 0)
-			log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
-			       slate_strerror(r));
-		else
-			log_ws(LOG_INFO, name, "proven-boot checkpoint %s of %s (paused %.1f ms)",
-			       cp.id, name, pause_ms);
-	}
-	if (ret) {
-		*ret = (struct daemon_started){.kvm = c.kvm,
-		                               .resumed = br.resumed,
-		                               .already_running = br.already_running,
-		                               .boot_s = br.boot_s,
-		                               .proof_s = proof_s,
-		                               .checkpoint_pause_ms = pause_ms};
-		(void)snprintf(ret->domain, sizeof(ret->domain), "%s", domain);
-		(void)snprintf(ret->disk_io, sizeof(ret->disk_io), "%s", br.disk_io);
-		(void)snprintf(ret->checkpoint, sizeof(ret->checkpoint), "%s", cp.id);
-	}
-	free(cp.note);
+	start_progress("provisioning", "placeholders and the egress CA", st->s);
+	r = daemon_provision(d, st->w, &e);
+	if (r < 0)
+		return slate_error_set(st->s->err, r, "start %s: provisioning the guest: %s", name,
+		                       why_failed(&e, r));
+	r = proven_checkpoint(d, st->conn, name, &st->cp, &st->pause_ms);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "no proven-boot checkpoint of %s: %s", name,
+		       slate_strerror(r));
+	else
+		log_ws(LOG_INFO, name, "proven-boot checkpoint %s of %s (paused %.1f ms)",
+		       st->cp.id, name, st->pause_ms);
+	return 0;
+}
+
+static void start_report(const struct start_run *st, struct daemon_started *ret)
+{
+	*ret = (struct daemon_started){.kvm = st->c.kvm,
+	                               .resumed = st->br.resumed,
+	                               .already_running = st->br.already_running,
+	                               .boot_s = st->br.boot_s,
+	                               .proof_s = st->proof_s,
+	                               .checkpoint_pause_ms = st->pause_ms};
+	(void)snprintf(ret->domain, sizeof(ret->domain), "%s", st->domain);
+	(void)snprintf(ret->disk_io, sizeof(ret->disk_io), "%s", st->br.disk_io);
+	(void)snprintf(ret->checkpoint, sizeof(ret->checkpoint), "%s", st->cp.id);
+}
+
+/* The steps of a start, in order; the workspace stays locked until the last is done. */
+static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_start_opts *op,
+                    struct start_io *s, struct daemon_started *ret)
+{
+	_cleanup_(start_run_done) struct start_run st = {
+	        .d = d, .name = name, .op = op, .s = s, .lock_fd = -1};
+	int r;
+
+	r = start_lock_load(&st);
+	if (r >= 0)
+		r = start_ask_libvirt(&st);
+	if (r >= 0)
+		r = start_base_drift(&st);
+	if (r >= 0 && start_was_stopped(&st))
+		r = start_prepare_disks(&st);
+	if (r >= 0)
+		r = start_boot_paths(&st);
+	if (r >= 0)
+		r = start_serve_shares(&st);
+	if (r < 0)
+		return r;
+	start_vm_config(&st);
+	r = start_boot(&st);
+	if (r >= 0)
+		r = start_prove(&st);
+	if (r >= 0)
+		r = start_setup_guest(&st);
+	if (r < 0)
+		return r;
+	if (ret)
+		start_report(&st, ret);
 	return 0;
 }
 
