@@ -72,10 +72,10 @@ s start cr$$-1 >/dev/null 2>&1 || fail "start cr$$-1 under the limit"
 s start cr$$-2 >/dev/null 2>&1 || fail "start cr$$-2 under the limit"
 expect_fail --slate-form 1 "max-running = 2" s start cr$$-3
 v dominfo slate-cr$$-3 >/dev/null 2>&1 && fail "the refused start defined a domain"
-s stop --force cr$$-2 >/dev/null
+s stop --force cr$$-2 >/dev/null 2>&1
 s start cr$$-3 >/dev/null 2>&1 || fail "start cr$$-3 once a slot was free: $(cat "$work/err")"
-s stop --force cr$$-1 >/dev/null
-s stop --force cr$$-3 >/dev/null
+s stop --force cr$$-1 >/dev/null 2>&1
+s stop --force cr$$-3 >/dev/null 2>&1
 
 # Queueing: four jobs, two slots; all finish, never more than two domains at once.
 restart_with "max-running = 2" "when-full = queue"
@@ -97,7 +97,8 @@ for i in 1 2 3 4; do
     grep -q "^q$i$" "$work/q$i.out" || fail "queued job $i printed: $(cat "$work/q$i.out")"
 done
 [ "$peak" -le 2 ] || fail "$peak domains ran at once under max-running = 2"
-cat "$work"/q*.err | grep -q "waiting for a slot" || fail "no queued job said it waited: $(cat "$work"/q*.err)"
+grep -q "waiting for a slot: 2 workspaces run or start, max-running = 2" "$work/slated.log" ||
+    fail "slated never said a start waited for a slot"
 log "queued: 4 jobs through 2 slots, peak $peak domains"
 
 # A memory budget that fits one 256 MiB workspace and not two.
@@ -106,4 +107,4 @@ s create cm$$-1 --memory 256 >/dev/null
 s create cm$$-2 --memory 256 >/dev/null
 s start cm$$-1 >/dev/null 2>&1 || fail "start cm$$-1 within the budget"
 expect_fail --slate-form 1 "memory-budget" s start cm$$-2
-s stop --force cm$$-1 >/dev/null
+s stop --force cm$$-1 >/dev/null 2>&1

@@ -9,6 +9,7 @@ EXTRA_DIST += tests/integration/run-one tests/integration/lib.sh $(integration_t
 # The guest channel end to end: exec, shell PTYs, run --rm, proven-boot checkpoints.
 integration_tests += tests/integration/exec.sh
 integration_tests += tests/integration/cp.sh
+integration_tests += tests/integration/concurrent.sh
 
 # Shares that cannot reach past their directory: symlink swaps between create and start, and
 # guest root on a share served by a virtiofsd that runs as the share's owner (doc/security.md, "Shares").

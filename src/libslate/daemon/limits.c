@@ -158,9 +158,9 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 		if (!l->queue) {
 			(void)pthread_mutex_unlock(&l->lock);
 			return slate_error_set(err, -EBUSY,
-			                       "no slot for %s: %s; stop a workspace, or set "
+			                       "no slot: %s; stop a workspace, or set "
 			                       "when-full = queue to wait",
-			                       name, why);
+			                       why);
 		}
 		if (!told) {
 			char msg[600];
@@ -173,15 +173,13 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 		if (gone && gone(userdata)) {
 			(void)pthread_mutex_unlock(&l->lock);
 			return slate_error_set(err, -ECANCELED,
-			                       "%s: the caller left while it waited "
-			                       "for a slot",
-			                       name);
+			                       "the caller left while it waited for a slot");
 		}
 		if (l->queue_timeout_s && now_s() - t0 >= l->queue_timeout_s) {
 			(void)pthread_mutex_unlock(&l->lock);
 			return slate_error_set(err, -ETIMEDOUT,
-			                       "no slot for %s within queue-timeout = %u s: %s",
-			                       name, l->queue_timeout_s, why);
+			                       "no slot within queue-timeout = %u s: %s",
+			                       l->queue_timeout_s, why);
 		}
 		(void)clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_nsec += (long)RECHECK_MS * 1000000L;

@@ -21,6 +21,7 @@
 #include "daemon/exec.h"
 #include "daemon/shares.h"
 #include "helper/client.h"
+#include "storage/rmtree.h"
 #include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -51,6 +52,20 @@ int daemon_runtime_dir(const struct daemon_ctx *d, const char *name, char **ret)
 	}
 	*ret = dir;
 	return 0;
+}
+
+void daemon_runtime_dir_remove(const struct daemon_ctx *d, const char *name)
+{
+	_cleanup_free_ char *vm = fs_path_join(d->runtime_dir, "vm");
+	_cleanup_close_ int fd = vm ? open(vm, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	int r;
+
+	if (fd < 0)
+		return;
+	/* Never across a mount: a share's view still mounted there keeps the directory. */
+	r = rmtree_at(fd, name);
+	if (r < 0 && r != -ENOENT)
+		log_ws(LOG_WARNING, name, "cannot remove %s/%s: %s", vm, name, slate_strerror(r));
 }
 
 /*

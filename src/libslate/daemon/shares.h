@@ -14,6 +14,9 @@ struct workspace_share;
 
 /* <runtime_dir>/vm/<name>, made (0700) when missing, into *ret. */
 int daemon_runtime_dir(const struct daemon_ctx *d, const char *name, char **ret);
+/* Removes <runtime_dir>/vm/<name> and what it holds (the console log, sockets), for a workspace
+ * that is deleted; logs what it cannot remove. */
+void daemon_runtime_dir_remove(const struct daemon_ctx *d, const char *name);
 
 /* <run_dir>/fs-<tag><suffix>: a share's socket (".sock"), pid file (".pid") or log (".log");
  * NULL without memory. */

@@ -17,6 +17,7 @@
 #include "daemon/daemon.h"
 #include "daemon/domains.h"
 #include "daemon/exec.h"
+#include "daemon/limits.h"
 #include "daemon/provision.h"
 #include "daemon/shares.h"
 #include "daemon/start.h"
@@ -145,6 +146,7 @@ static int proven_checkpoint(struct daemon_ctx *d, virConnectPtr conn, const cha
 struct start_io {
 	vm_progress_fn progress;
 	void *userdata;
+	bool (*gone)(void *userdata); /* whoever asked went away (may be NULL) */
 	struct slate_error *err;
 	bool booted; /* this start defined and booted the domain */
 };
@@ -226,10 +228,14 @@ struct start_run {
 	double proof_s;
 	struct checkpoint_info cp;
 	double pause_ms;
+	bool admitted; /* holds a slot of the host's limits (daemon/limits.h) */
 };
 
 static void start_run_done(struct start_run *st)
 {
+	/* Booted, the domain counts itself; failed, it takes no slot. */
+	if (st->admitted)
+		daemon_limits_release(st->d, st->w->memory_mib);
 	(void)safe_close(st->lock_fd);
 	workspace_free(st->w);
 	image_info_free(st->img);
@@ -296,6 +302,29 @@ static int start_ask_libvirt(struct start_run *st)
 		return slate_error_set(st->s->err, SLATE_ERR_LIBVIRT,
 		                       "start %s: cannot ask libvirt: %s", st->name,
 		                       vm_last_error());
+	return 0;
+}
+
+static bool start_io_gone(void *userdata)
+{
+	const struct start_io *s = userdata;
+
+	return s->gone && s->gone(s->userdata);
+}
+
+/* A domain that does not run yet takes a slot of the host's limits (max-running,
+ * memory-budget), or waits for one, or is refused (daemon/limits.h). */
+static int start_admit(struct start_run *st)
+{
+	int r;
+
+	if (start_was_running(st))
+		return 0;
+	r = daemon_limits_admit(st->d, st->name, st->w->memory_mib, start_progress, st->s,
+	                        start_io_gone, st->s->err);
+	if (r < 0)
+		return slate_error_wrap(st->s->err, r, "start %s", st->name);
+	st->admitted = true;
 	return 0;
 }
 
@@ -628,6 +657,8 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	if (r >= 0)
 		r = start_ask_libvirt(&st);
 	if (r >= 0)
+		r = start_admit(&st);
+	if (r >= 0)
 		r = start_base_drift(&st);
 	if (r >= 0 && start_was_stopped(&st))
 		r = start_prepare_disks(&st);
@@ -695,7 +726,8 @@ int daemon_start(struct daemon_ctx *d, const char *name, const struct daemon_sta
 {
 	static const struct daemon_start_opts none;
 	struct slate_error own = {0};
-	struct start_io io = {.progress = progress, .userdata = userdata, .err = err ? err : &own};
+	struct start_io io = {
+	        .progress = progress, .userdata = userdata, .gone = gone, .err = err ? err : &own};
 	int r;
 
 	if (workspace_name_check(name) < 0)
@@ -735,6 +767,7 @@ int daemon_destroy_and_delete(struct daemon_ctx *d, const char *name, struct sla
 	r = workspace_delete(d->workspaces, name);
 	if (r < 0)
 		return slate_error_errno(err, r, "deleting");
+	daemon_runtime_dir_remove(d, name);
 	return r;
 }
 

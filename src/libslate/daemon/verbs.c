@@ -4,6 +4,7 @@
 
 #include "agent/agent.h"
 #include "daemon/daemon.h"
+#include "daemon/shares.h"
 #include "daemon/verbs.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -85,6 +86,8 @@ int daemon_verb(struct daemon_ctx *d, const char *name, enum daemon_verb v, stru
 		agent_forget(d->agent, name);
 	if (r < 0)
 		return verb_error(err, r, what, name);
+	if (v == DAEMON_DELETE)
+		daemon_runtime_dir_remove(d, name);
 	return 0;
 }
 
