@@ -22,7 +22,9 @@
 #include "api/routes.h"
 #include "api/server.h"
 #include "channel/channels.h"
+#include "daemon/agent.h"
 #include "daemon/domains.h"
+#include "daemon/egress.h"
 #include "daemon/limits.h"
 #include "helper/client.h"
 #include "image/postinstall.h"
@@ -818,9 +820,9 @@ int main(int argc, char **argv)
 	if (r < 0) /* the message ends with the reason: not log_error_errno, which adds it again */
 		log_error("cannot open %s/install (secrets and SSH keys will fail): %s",
 		          o.state_dir, slate_error_text(&install_err));
-	if (agent_service_start(&ctx) < 0)
+	if (daemon_agent_start(&ctx) < 0)
 		log_error("cannot start the SSH agent service");
-	if (proxy_service_start(&ctx) < 0)
+	if (daemon_egress_start(&ctx) < 0)
 		log_error("cannot start the egress proxy service");
 	(void)sd_notify(0, "STATUS=picking up running workspaces");
 	(void)daemon_domains_start(&ctx);
@@ -873,8 +875,8 @@ int main(int argc, char **argv)
 	/* Domains belong to libvirt: they keep running, and the next start picks them up. */
 	(void)sd_notify(0, "STOPPING=1\nSTATUS=stopping; running workspaces keep running");
 	api_server_stop(TAKE_PTR(server));
-	proxy_service_stop(&ctx);
-	agent_service_stop(&ctx);
+	daemon_egress_stop(&ctx);
+	daemon_agent_stop(&ctx);
 	daemon_domains_stop(&ctx);
 	install_free(TAKE_PTR(ctx.install));
 	channels_free(TAKE_PTR(ctx.channels));

@@ -62,28 +62,24 @@ int handle_workspace_console(struct api_request *req, struct api_reply *reply);
 /* Adds the VM's view to a workspace's JSON: "state" suspended or paused where that is so, and
  * "accelerator" (kvm or tcg: the running domain's, else what a start would use). */
 int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o);
-/* In api/sshkey.c: the sign-only SSH agent (doc/ssh-agent.md). The service registers "ssh-agent" on the
- * guest channels; stop undoes it. */
+/* In api/sshkey.c: the workspace's keys in the sign-only SSH agent (doc/ssh-agent.md; the agent
+ * and its channel service are daemon/agent.h's). */
 int handle_sshkey_get(struct api_request *req, struct api_reply *reply);
 int handle_sshkey_generate(struct api_request *req, struct api_reply *reply);
 int handle_sshkey_import(struct api_request *req, struct api_reply *reply);
-int agent_service_start(struct daemon_ctx *d);
-void agent_service_stop(struct daemon_ctx *d);
 /* In api/secrets.c: secret set/ls/rm (doc/secrets.md). */
 int handle_secret_list(struct api_request *req, struct api_reply *reply);
 int handle_secret_set(struct api_request *req, struct api_reply *reply);
 int handle_secret_delete(struct api_request *req, struct api_reply *reply);
-/* In api/egress.c: egress policy and the egress proxy service ("http-proxy" on the channels). */
+/* In api/egress.c: egress policy (the proxy service is daemon/egress.h's). */
 int handle_egress_get(struct api_request *req, struct api_reply *reply);
 int handle_egress_set(struct api_request *req, struct api_reply *reply);
-int proxy_service_start(struct daemon_ctx *d);
 /* `create`'s egress settings, {"default": "allow-all"|"deny-all", "rules": [{"action", "host"}]}:
  * checked as `slate egress` checks them (egress_policy_apply) into a new policy, else a 400 in
  * reply and -EINVAL. */
 struct egress_policy;
 int api_egress_from_json(struct json_object *o, struct egress_policy **ret,
                          struct api_reply *reply);
-void proxy_service_stop(struct daemon_ctx *d);
 /* In api/images.c: an installed image as JSON (GET /v1/images, pull, import); its digest as
  * the API shows it (api_digest_text): "sha256-1m:<hex>" (image/verify.h) or, for an image
  * installed with a plain SHA-256, "sha256:<hex>". out holds API_DIGEST_TEXT_MAX bytes. */

@@ -4,100 +4,21 @@
  *   GET  /v1/workspaces/:name/ssh-key         the workspace's keys (public side only)
  *   POST /v1/workspaces/:name/ssh-key         generate its managed ed25519 key
  *   POST /v1/workspaces/:name/ssh-key/import  import an OpenSSH private key
- * and the "ssh-agent" service of the guest channels.
+ * The agent and its "ssh-agent" service on the guest channels are the daemon's (daemon/agent.h).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/keys.h"
 #include "agent/openssh.h"
 #include "api/protocol.h"
 #include "api/routes.h"
-#include "channel/channels.h"
-#include "storage/storage.h"
+#include "daemon/agent.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
-#include "workspace/audit.h"
-#include "workspace/workspace.h"
-
-/* Guards d->agent between the channel threads and agent_service_stop(). */
-static pthread_mutex_t service_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void audit_signature(const char *workspace, struct json_object *ev, void *userdata)
-{
-	struct daemon_ctx *d = userdata;
-	int r;
-
-	if (!d->workspaces)
-		return;
-	r = audit_append(d->workspaces, workspace, "ssh-sign", ev);
-	if (r < 0)
-		log_ws(LOG_WARNING, workspace,
-		       "cannot record an SSH signature in %s's audit trail: %s", workspace,
-		       slate_strerror(r));
-}
-
-/* One guest connection to $SSH_AUTH_SOCK, on a thread of its own. */
-static void agent_stream(int fd, const char *workspace, void *userdata)
-{
-	struct daemon_ctx *d = userdata;
-	struct agent_conn *c = NULL;
-	int r;
-
-	pthread_mutex_lock(&service_lock);
-	if (d->agent)
-		r = agent_conn_begin(d->agent, fd, workspace, &c);
-	else {
-		(void)close(fd);
-		r = -ESHUTDOWN;
-	}
-	pthread_mutex_unlock(&service_lock);
-	if (r >= 0)
-		agent_conn_run(c);
-}
-
-int agent_service_start(struct daemon_ctx *d)
-{
-	struct agent_config cfg = {
-	        .workspaces_dirfd = d->storage ? storage_workspaces_fd(d->storage) : -1,
-	        .install = d->install,
-	        .runtime_dir = d->runtime_dir,
-	        .audit = audit_signature,
-	        .userdata = d,
-	};
-	struct agent *a = NULL;
-	int r;
-
-	r = agent_new(&cfg, &a);
-	if (r < 0)
-		return log_error_errno(r, "cannot start the SSH agent: %s", slate_strerror(r));
-	pthread_mutex_lock(&service_lock);
-	d->agent = a;
-	pthread_mutex_unlock(&service_lock);
-	if (d->channels) {
-		r = channels_register(d->channels, "ssh-agent", agent_stream, d);
-		if (r < 0)
-			log_error_errno(r, "cannot offer the SSH agent to guests: %s",
-			                slate_strerror(r));
-	}
-	return 0;
-}
-
-void agent_service_stop(struct daemon_ctx *d)
-{
-	struct agent *a;
-
-	pthread_mutex_lock(&service_lock);
-	a = d->agent;
-	d->agent = NULL;
-	pthread_mutex_unlock(&service_lock);
-	agent_free(a);
-}
 
 /* The agent and the master key, or a 503 that says why not. */
 static int need_agent(struct daemon_ctx *d, struct api_reply *reply)
@@ -139,7 +60,7 @@ int handle_sshkey_get(struct api_request *req, struct api_reply *reply)
 	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
 		return -EINVAL;
 	if (json_add_string(o, "name", name) < 0 ||
-	    json_add(o, "keys", agent_keys_describe(storage_workspaces_fd(d->storage), name)) < 0)
+	    json_add(o, "keys", daemon_agent_keys(d, name)) < 0)
 		return -ENOMEM;
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
@@ -149,17 +70,13 @@ int handle_sshkey_generate(struct api_request *req, struct api_reply *reply)
 	struct daemon_ctx *d = req->userdata;
 	const char *name = req->params[0];
 	struct json_object *key = NULL;
-	_cleanup_close_ int lock_fd = -1;
+	struct slate_error err = {0};
 	int r;
 
 	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0 ||
 	    need_agent(d, reply) < 0)
 		return -EINVAL;
-	r = workspace_lock(d->workspaces, name, &lock_fd);
-	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "locking %s: %s", name,
-		                       slate_strerror(r));
-	r = agent_generate(d->agent, name, NULL, NULL, &key);
+	r = daemon_agent_generate(d, name, &key, &err);
 	if (r == -EEXIST)
 		return api_reply_error(
 		        reply, 409, API_ERR_CONFLICT,
@@ -171,8 +88,7 @@ int handle_sshkey_generate(struct api_request *req, struct api_reply *reply)
 		                       "workspace '%s' holds %u SSH keys, the most it may", name,
 		                       AGENT_MAX_KEYS);
 	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED,
-		                       "generating an SSH key for %s: %s", name, slate_strerror(r));
+		return api_reply_error(reply, 500, API_ERR_FAILED, "%s", slate_error_text(&err));
 	log_ws(LOG_INFO, name, "generated an SSH key for workspace %s (uid %u)", name,
 	       (unsigned)req->caller.uid);
 	return reply_key(reply, name, key);
@@ -194,7 +110,6 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 	struct daemon_ctx *d = req->userdata;
 	const char *name = req->params[0], *key = NULL, *passphrase = NULL;
 	struct json_object *info = NULL;
-	_cleanup_close_ int lock_fd = -1;
 	struct slate_error err = {0};
 	int r;
 
@@ -215,11 +130,7 @@ static int import_key(struct api_request *req, struct api_reply *reply)
 	if (passphrase && strlen(passphrase) > OPENSSH_PASSPHRASE_MAX)
 		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
 		                       "a passphrase is at most %u bytes", OPENSSH_PASSPHRASE_MAX);
-	r = workspace_lock(d->workspaces, name, &lock_fd);
-	if (r < 0)
-		return api_reply_error(reply, 500, API_ERR_FAILED, "locking %s: %s", name,
-		                       slate_strerror(r));
-	r = agent_import(d->agent, name, key, strlen(key), passphrase, &info, &err);
+	r = daemon_agent_import(d, name, key, strlen(key), passphrase, &info, &err);
 	switch (r) {
 	case 0:
 		break;

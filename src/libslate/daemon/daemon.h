@@ -35,8 +35,8 @@ struct daemon_ctx {
 	const char *channel;         /* the catalog channel followed; NULL: "stable" */
 	const char *catalog_url;     /* the default catalog source, may be NULL */
 	struct install *install;     /* master key, salt (secrets/install.h); NULL if unusable */
-	struct agent *agent;         /* the SSH agent (agent/agent.h), started by api/sshkey.c */
-	struct proxy_service *proxy; /* the egress proxy service (api/egress.c) */
+	struct agent *agent;         /* the SSH agent (agent/agent.h), started by daemon/agent.c */
+	struct proxy_service *proxy; /* the egress proxy service (daemon/egress.c) */
 	/* slated-helper, which mounts the pool and starts virtiofsd for shares
 	 * (helper/client.h); NULL when none could be started (helper_error says why). */
 	struct helper *helper;
