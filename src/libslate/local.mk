@@ -11,6 +11,7 @@ src_libslate_libslate_la_SOURCES = \
 	src/libslate/util/size.c src/libslate/util/size.h \
 	src/libslate/util/host.c src/libslate/util/host.h \
 	src/libslate/util/hex.c src/libslate/util/hex.h \
+	src/libslate/util/time.c src/libslate/util/time.h \
 	src/libslate/version.h
 src_libslate_libslate_la_CFLAGS = $(PROG_CFLAGS) $(SODIUM_CFLAGS) $(JSONC_CFLAGS) $(SYSTEMD_CFLAGS) \
 	$(MHD_CFLAGS) $(CURL_CFLAGS) $(LIBVIRT_CFLAGS) $(XML_CFLAGS) $(OPENSSL_CFLAGS) $(URING_CFLAGS) \

@@ -13,6 +13,7 @@
 #include "slate.h"
 #include "util/json.h"
 #include "util/size.h"
+#include "util/time.h"
 
 static const char catalog_usage[] =
         "Usage: slate catalog update [--from URL|FILE]\n"
@@ -28,17 +29,9 @@ struct bar {
 	bool tty;
 	bool drew;
 	char phase[64];
-	struct timespec start;
+	double start; /* time_mono_s() */
 	int64_t start_done;
 };
-
-static double since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
 
 static void bar_end(struct bar *b)
 {
@@ -96,7 +89,7 @@ static int on_event(struct json_object *ev, void *ud)
 	if (!streq(label, b->phase)) {
 		bar_end(b);
 		(void)snprintf(b->phase, sizeof(b->phase), "%s", label);
-		clock_gettime(CLOCK_MONOTONIC, &b->start);
+		b->start = time_mono_s();
 		b->start_done = done;
 		if (!b->tty) {
 			fprintf(stderr, "%s%s%s\n", label,
@@ -107,7 +100,7 @@ static int on_event(struct json_object *ev, void *ud)
 	}
 	if (!b->tty || total <= 0)
 		return 0;
-	secs = since(&b->start);
+	secs = time_mono_s() - b->start;
 	rate = secs > 0.05 ? (double)(done - b->start_done) / secs : 0;
 	fprintf(stderr, "\r%-16s %9s / %-9s %3d%%  %9s/s  ETA %4ds%s   ", label,
 	        size_format((uint64_t)done, a, sizeof(a)),

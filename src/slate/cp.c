@@ -30,6 +30,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/size.h"
+#include "util/time.h"
 #include "workspace/workspace.h"
 
 #define CP_BLOCK (256u * 1024)
@@ -86,19 +87,11 @@ static int cp_fail(const struct cp_job *j, const char *fmt, ...)
 	return 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void show_progress(const struct cp_job *j, const struct cp_stats *st, double *last,
                           bool final)
 {
 	char b[32];
-	double t = now_s();
+	double t = time_mono_s();
 
 	if (!j->progress || (!final && t - *last < 0.5))
 		return;
@@ -428,7 +421,7 @@ static int print_json(const struct cp_args *a, bool out, const struct cp_stats *
 	    json_add_string(o, "destination", out ? a->host : g) < 0 ||
 	    json_add_int64(o, "files", (int64_t)st->files) < 0 ||
 	    json_add_int64(o, "bytes", (int64_t)st->bytes) < 0 ||
-	    json_add(o, "seconds", json_object_new_double(now_s() - t0)) < 0)
+	    json_add(o, "seconds", json_object_new_double(time_mono_s() - t0)) < 0)
 		return slate_fail("cp", "out of memory");
 	return slate_print_json(o);
 }
@@ -516,7 +509,7 @@ int cmd_cp(struct slate_ctx *ctx, int argc, char **argv)
 	struct cp_stats st = {0};
 	bool quiet = false, out;
 	int c, r, sp[2] = {-1, -1};
-	double t0 = now_s();
+	double t0 = time_mono_s();
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) >= 0) {

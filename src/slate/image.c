@@ -13,6 +13,7 @@
 #include "slate.h"
 #include "util/json.h"
 #include "util/size.h"
+#include "util/time.h"
 
 static const char image_usage[] =
         "Usage: slate image ls\n"
@@ -61,14 +62,13 @@ struct progress {
 	const struct slate_ctx *ctx;
 	bool tty;
 	bool drew;
-	struct timespec start;
+	double start; /* time_mono_s() */
 };
 
 static int on_progress(struct json_object *ev, void *ud)
 {
 	struct progress *p = ud;
 	int64_t done = 0, total = 0;
-	struct timespec now;
 	char a[32], b[32], r[32];
 	double secs, rate;
 
@@ -76,9 +76,7 @@ static int on_progress(struct json_object *ev, void *ud)
 		return 0;
 	(void)json_get_int64(ev, "done", &done);
 	(void)json_get_int64(ev, "total", &total);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	secs = (double)(now.tv_sec - p->start.tv_sec) +
-	       (double)(now.tv_nsec - p->start.tv_nsec) / 1e9;
+	secs = time_mono_s() - p->start;
 	rate = secs > 0 ? (double)done / secs : 0;
 	fprintf(stderr, "\rimporting: %s / %s (%3d%%), %s/s, ETA %ds   ",
 	        size_format((uint64_t)done, a, sizeof(a)),
@@ -149,7 +147,7 @@ static int image_import(struct slate_ctx *ctx, int argc, char **argv)
 
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;
-	clock_gettime(CLOCK_MONOTONIC, &prog.start);
+	prog.start = time_mono_s();
 	if (api_client_call(client, "POST", "/v1/images", body, on_progress, &prog, &reply, &err) <
 	    0) {
 		if (prog.drew)

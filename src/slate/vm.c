@@ -18,20 +18,18 @@
 #include "slate.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "util/time.h"
 #include "version.h"
 #include "workspace/workspace.h"
 
 struct progress_ctx {
 	const struct slate_ctx *ctx;
-	struct timespec t0;
+	double t0; /* time_mono_s() */
 };
 
 static double elapsed(const struct progress_ctx *p)
 {
-	struct timespec now;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - p->t0.tv_sec) + (double)(now.tv_nsec - p->t0.tv_nsec) / 1e9;
+	return time_mono_s() - p->t0;
 }
 
 /* Progress goes to stderr, so that stdout holds only the outcome (or the JSON document). */
@@ -85,7 +83,7 @@ static int call_stream(struct slate_ctx *ctx, const char *name, const char *verb
 	struct api_error err;
 	char path[256];
 
-	(void)clock_gettime(CLOCK_MONOTONIC, &p.t0);
+	p.t0 = time_mono_s();
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/%s", name, verb);
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;

@@ -29,6 +29,7 @@ unit_tests += tests/unit/integration-lib.test
 EXTRA_DIST += tests/unit/integration-lib.test
 unit_programs += tests/unit/test-size
 unit_programs += tests/unit/test-hex
+unit_programs += tests/unit/test-time
 # The guest channel's host side against a peer speaking the protocol by hand.
 unit_programs += tests/unit/test-channel
 # slate-guest against a scripted host (tests/unit/guest-driver.py), without a VM.

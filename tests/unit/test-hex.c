@@ -113,10 +113,11 @@ static void test_table(void **state)
 				assert_memory_equal(bytes, cases[i].out, cases[i].n);
 			break;
 		case ESCAPE:
-			r = pct_escape(cases[i].in, cases[i].n);
+			r = hex_pct_escape(cases[i].in, cases[i].n);
 			break;
 		case PCT:
-			r = pct_decode(cases[i].in, cases[i].n, out, cases[i].max, cases[i].flags);
+			r = hex_pct_decode(cases[i].in, cases[i].n, out, cases[i].max,
+			                   cases[i].flags);
 			if (r >= 0) {
 				assert_memory_equal(out, cases[i].out, (size_t)r);
 				assert_int_equal(out[r], 0);

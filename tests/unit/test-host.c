@@ -276,7 +276,7 @@ static enum addr_class classify(const char *text)
 		s6->sin6_family = AF_INET6;
 	else
 		fail_msg("%s is no address", text);
-	return addr_classify((struct sockaddr *)&ss);
+	return host_addr_classify((struct sockaddr *)&ss);
 }
 
 static void test_classes(void **state)
@@ -333,8 +333,8 @@ static void test_classes(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		enum addr_class c = classify(cases[i].addr);
 		if (c != cases[i].c)
-			fail_msg("%s: %s, want %s", cases[i].addr, addr_class_name(c),
-			         addr_class_name(cases[i].c));
+			fail_msg("%s: %s, want %s", cases[i].addr, host_addr_class_name(c),
+			         host_addr_class_name(cases[i].c));
 	}
 }
 
@@ -345,14 +345,14 @@ static bool net_has(const char *net, const char *addr)
 	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 
-	assert_int_equal(ip_net_parse(net, &n), 0);
+	assert_int_equal(host_net_parse(net, &n), 0);
 	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1)
 		s4->sin_family = AF_INET;
 	else {
 		assert_int_equal(inet_pton(AF_INET6, addr, &s6->sin6_addr), 1);
 		s6->sin6_family = AF_INET6;
 	}
-	return ip_net_contains(&n, (struct sockaddr *)&ss);
+	return host_net_contains(&n, (struct sockaddr *)&ss);
 }
 
 static void test_nets(void **state)
@@ -404,18 +404,18 @@ static void test_nets(void **state)
 	assert_true(net_has("0.0.0.0/0", "8.8.8.8"));
 	assert_true(net_has("172.16.0.0/12", "172.31.0.1"));
 	assert_false(net_has("172.16.0.0/12", "172.32.0.1"));
-	assert_int_equal(ip_net_parse("10.1.2.3/8", &n), -EINVAL); /* host bits set */
-	assert_int_equal(ip_net_parse("10.0.0.0/33", &n), -EINVAL);
-	assert_int_equal(ip_net_parse("10.0.0.0/", &n), -EINVAL);
-	assert_int_equal(ip_net_parse("10.0.0.0/-1", &n), -EINVAL);
-	assert_int_equal(ip_net_parse("example.com", &n), -EINVAL);
-	assert_int_equal(ip_net_parse("127.1", &n), -EINVAL);
-	assert_int_equal(ip_net_parse("::/0", &n), 0);
-	assert_int_equal(ip_net_parse("192.168.0.0/16", &n), 0);
-	ip_net_format(&n, t, sizeof(t));
+	assert_int_equal(host_net_parse("10.1.2.3/8", &n), -EINVAL); /* host bits set */
+	assert_int_equal(host_net_parse("10.0.0.0/33", &n), -EINVAL);
+	assert_int_equal(host_net_parse("10.0.0.0/", &n), -EINVAL);
+	assert_int_equal(host_net_parse("10.0.0.0/-1", &n), -EINVAL);
+	assert_int_equal(host_net_parse("example.com", &n), -EINVAL);
+	assert_int_equal(host_net_parse("127.1", &n), -EINVAL);
+	assert_int_equal(host_net_parse("::/0", &n), 0);
+	assert_int_equal(host_net_parse("192.168.0.0/16", &n), 0);
+	host_net_format(&n, t, sizeof(t));
 	assert_string_equal(t, "192.168.0.0/16");
-	assert_int_equal(ip_net_parse("[0::1]", &n), 0);
-	ip_net_format(&n, t, sizeof(t));
+	assert_int_equal(host_net_parse("[0::1]", &n), 0);
+	host_net_format(&n, t, sizeof(t));
 	assert_string_equal(t, "::1");
 }
 

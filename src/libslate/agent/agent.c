@@ -22,6 +22,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "workspace/workspace.h"
 
 #define AGENTS_DIR "ssh-agent"
@@ -247,14 +248,6 @@ static int ws_backend(struct agent *a, struct agent_ws *w, struct slate_error *e
 
 /* ---- I/O ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads n bytes by deadline. Returns the count read (short only at EOF), or -errno. */
 static ssize_t recv_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 {
@@ -262,7 +255,7 @@ static ssize_t recv_exact(int fd, uint8_t *p, size_t n, int64_t deadline)
 
 	while (got < n) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		ssize_t k;
 		int pr;
 
@@ -302,10 +295,10 @@ static int frame_recv(int fd, struct buf *in, int idle_ms, int frame_ms)
 	int r;
 
 	(void)buf_reset(in);
-	n = recv_exact(fd, hdr, 1, now_ms() + idle_ms);
+	n = recv_exact(fd, hdr, 1, time_mono_ms() + idle_ms);
 	if (n <= 0)
 		return (int)n;
-	n = recv_exact(fd, hdr + 1, 3, now_ms() + frame_ms);
+	n = recv_exact(fd, hdr + 1, 3, time_mono_ms() + frame_ms);
 	if (n < 0)
 		return (int)n;
 	if (n < 3)
@@ -317,7 +310,7 @@ static int frame_recv(int fd, struct buf *in, int idle_ms, int frame_ms)
 	r = buf_reserve(in, len, &p);
 	if (r < 0)
 		return r;
-	n = recv_exact(fd, p, len, now_ms() + frame_ms);
+	n = recv_exact(fd, p, len, time_mono_ms() + frame_ms);
 	if (n < 0)
 		return (int)n;
 	if ((size_t)n < len)

@@ -23,6 +23,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define TOOL_OUTPUT_MAX 4096u
 #define TOOL_TIMEOUT_MS 60000u
@@ -124,14 +125,6 @@ static int spawn_tool(const char *const *argv, int in, int out, int err, int fd3
 	return 0;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Keeps what tools print printable: it ends up in replies and logs. */
 static void tidy(char *s, size_t *len)
 {
@@ -187,11 +180,11 @@ static int run_tool(const char *const *argv, const void *input, size_t input_len
 	}
 	in_w = safe_close(in_w);
 
-	deadline = now_ms() + TOOL_TIMEOUT_MS;
+	deadline = time_mono_ms() + TOOL_TIMEOUT_MS;
 	while (out_r >= 0 || err_r >= 0) {
 		struct pollfd pfd[2] = {{.fd = out_r, .events = POLLIN},
 		                        {.fd = err_r, .events = POLLIN}};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		int pr;
 
 		if (left <= 0) {
@@ -480,10 +473,10 @@ int openssh_agent_start(int parent_dirfd, const char *name, struct openssh_agent
 	out_w = safe_close(out_w);
 
 	/* The first line is ssh-agent's pid, printed once its socket is bound. */
-	deadline = now_ms() + AGENT_START_TIMEOUT_MS;
+	deadline = time_mono_ms() + AGENT_START_TIMEOUT_MS;
 	while (len < sizeof(line) - 1 && !memchr(line, '\n', len)) {
 		struct pollfd pfd = {.fd = out_r, .events = POLLIN};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		ssize_t n;
 
 		if (left <= 0)

@@ -15,6 +15,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 static const char *const compression_names[] = {"none", "gzip", "zstd", "xz"};
 
@@ -57,7 +58,7 @@ struct job {
 	char **consent_uuids; /* accept_postinstall: [uuid, ...] */
 	size_t n_consent_uuids;
 	struct api_stream *stream;
-	struct timespec last;
+	int64_t last; /* time_mono_ms() of the last event sent */
 	const char *last_phase;
 	const char *last_artifact;
 };
@@ -80,13 +81,10 @@ static void on_progress(const struct pull_progress *p, void *ud)
 {
 	struct job *j = ud;
 	struct json_object *o;
-	struct timespec now;
+	int64_t now = time_mono_ms();
 	bool changed = j->last_phase != p->phase || j->last_artifact != p->artifact;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (!changed && !p->detail && p->done < p->total &&
-	    (now.tv_sec - j->last.tv_sec) * 1000000000L + (now.tv_nsec - j->last.tv_nsec) <
-	            200000000L)
+	if (!changed && !p->detail && p->done < p->total && now - j->last < 200)
 		return;
 	j->last = now;
 	j->last_phase = p->phase;

@@ -12,6 +12,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 const char *api_digest_text(const char *stored, char out[API_DIGEST_TEXT_MAX])
 {
@@ -71,7 +72,7 @@ struct import_job {
 	char *id, *path, *kernel, *initrd, *cmdline;
 	bool replace;
 	struct api_stream *stream;
-	struct timespec last;
+	int64_t last; /* time_mono_ms() of the last event sent */
 };
 
 static void import_job_free(void *p)
@@ -92,13 +93,10 @@ static void import_progress(uint64_t done, uint64_t total, void *ud)
 {
 	struct import_job *j = ud;
 	struct json_object *o;
-	struct timespec now;
+	int64_t now = time_mono_ms();
 
 	/* Five events a second is plenty for a progress bar. */
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (done < total &&
-	    (now.tv_sec - j->last.tv_sec) * 1000000000L + (now.tv_nsec - j->last.tv_nsec) <
-	            200000000L)
+	if (done < total && now - j->last < 200)
 		return;
 	j->last = now;
 	o = json_object_new_object();

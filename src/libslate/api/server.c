@@ -23,6 +23,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "version.h"
 
 #define DEFAULT_MAX_CONNECTIONS 128
@@ -328,14 +329,6 @@ static void *stream_worker(void *p)
 	return NULL;
 }
 
-static double monotonic_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Notes the lines in what is passed on, keeping the last progress event that fits. */
 static void stream_track(struct stream_reader *rd, const char *p, size_t n, double now)
 {
@@ -395,7 +388,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 
 	/* Thread per connection: blocking here only holds this connection's own thread. */
 	for (;;) {
-		now = monotonic_s();
+		now = time_mono_s();
 		wait = rd->sent_at + API_STREAM_KEEPALIVE_S - now;
 		k = poll(&pfd, 1, wait > 0 ? (int)(wait * 1000) + 1 : 0);
 		if (k < 0 && errno == EINTR)
@@ -405,8 +398,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		if (k > 0)
 			break;
 		/* Quiet for a while; a keep-alive goes only between two lines. */
-		if (!rd->mid_line && monotonic_s() >= rd->sent_at + API_STREAM_KEEPALIVE_S)
-			return stream_keepalive(rd, out, max, monotonic_s());
+		if (!rd->mid_line && time_mono_s() >= rd->sent_at + API_STREAM_KEEPALIVE_S)
+			return stream_keepalive(rd, out, max, time_mono_s());
 	}
 	do
 		n = read(rd->rfd, out, max);
@@ -415,7 +408,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	if (n < 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
-	stream_track(rd, out, (size_t)n, monotonic_s());
+	stream_track(rd, out, (size_t)n, time_mono_s());
 	return n;
 }
 
@@ -479,7 +472,7 @@ static enum MHD_Result queue_stream(struct api_server *server, struct MHD_Connec
 		goto fail;
 	}
 	rd->rfd = p[0];
-	rd->progress_at = rd->sent_at = monotonic_s();
+	rd->progress_at = rd->sent_at = time_mono_s();
 	*s = (struct api_stream){.server = server,
 	                         .caller = *caller,
 	                         .wfd = p[1],

@@ -15,6 +15,7 @@
 
 #include "channel/loop.h"
 #include "util/macro.h"
+#include "util/time.h"
 
 #define LOOP_RING_ENTRIES 16
 #define LOOP_BATCH 64
@@ -59,10 +60,7 @@ struct loop {
 
 uint64_t loop_now_ms(void)
 {
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)time_mono_ms();
 }
 
 static void on_wakeup(struct loop *l, int fd, uint32_t revents, void *userdata)

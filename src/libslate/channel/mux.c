@@ -16,6 +16,7 @@
 #include "channel/mux.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define MUX_IN_CAP (MUX_READ_CHUNK + CH_MAX_FRAME)
 /* Streams are read only while less than this waits for the connection; the connection is read
@@ -80,14 +81,6 @@ struct mux {
 	bool pong_warned;
 	struct mux_info info;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Text from the guest goes to logs and JSON: printable ASCII only, the rest becomes '?'. */
 static void copy_text(char *dst, size_t cap, const uint8_t *p, size_t n)
@@ -505,7 +498,7 @@ static int handle_hello(struct mux *m, const struct ch_frame *f, const uint8_t *
 	}
 	m->state = MUX_SESSION;
 	m->info.sessions++;
-	m->last_ping = m->last_pong = now_ms();
+	m->last_ping = m->last_pong = (uint64_t)time_mono_ms();
 	m->unanswered_since = 0;
 	m->pong_warned = false;
 	log_ws(LOG_DEBUG, m->workspace, "guest channel of %s: session %llu", m->workspace,
@@ -654,7 +647,7 @@ static int handle_frame(struct mux *m, const struct ch_frame *f, const uint8_t *
 		queue_frame(m, CH_PONG, 0, f->payload, f->len);
 		return 0;
 	case CH_PONG:
-		m->last_pong = now_ms();
+		m->last_pong = (uint64_t)time_mono_ms();
 		m->unanswered_since = 0;
 		m->pong_warned = false;
 		return 0;

@@ -24,6 +24,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/domain.h"
 #include "vm/kvm.h"
 
@@ -678,14 +679,6 @@ static int console_read(struct console_reader *c, struct postinstall_log *l)
 	}
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -722,7 +715,7 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 		return slate_error_set(err, r, "installer: cannot connect to libvirt (%s): %s",
 		                       cfg->libvirt_uri ? cfg->libvirt_uri : "qemu:///system",
 		                       vm_last_error());
-	t0 = now_s();
+	t0 = time_mono_s();
 	dom = virDomainCreateXML(conn, xml, VIR_DOMAIN_NONE);
 	if (!dom)
 		return slate_error_set(err, -EIO, "installer: starting %s: %s", sp->name,
@@ -749,11 +742,11 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 		if (st != POSTINSTALL_WAITING && st != POSTINSTALL_RUNNING) {
 			/* The verdict is in; the guest unmounts and powers off. */
 			if (verdict_at == 0)
-				verdict_at = now_s();
-			else if (now_s() - verdict_at > GRACE_S)
+				verdict_at = time_mono_s();
+			else if (time_mono_s() - verdict_at > GRACE_S)
 				break;
 		}
-		if (now_s() - t0 > timeout_s) {
+		if (time_mono_s() - t0 > timeout_s) {
 			r = -ETIMEDOUT;
 			break;
 		}
@@ -778,8 +771,8 @@ static int run_vm(const struct postinstall_config *cfg, const struct domain_spec
 		                       POSTINSTALL_CONSOLE_MAX >> 20);
 	if (r < 0)
 		return slate_error_errno(err, r, "installer: reading its console %s", sp->console);
-	log_debug("installer %s ended after %.1f s; its console's end:\n%s", sp->name, now_s() - t0,
-	          postinstall_log_console_tail(l));
+	log_debug("installer %s ended after %.1f s; its console's end:\n%s", sp->name,
+	          time_mono_s() - t0, postinstall_log_console_tail(l));
 	return 0;
 }
 
@@ -931,9 +924,9 @@ int postinstall_apply(const struct postinstall_config *cfg, const char *id,
 	        .console = console};
 	log_info("image %s: running %zu postinstall step%s in installer VM %s (%s)", id, n,
 	         n == 1 ? "" : "s", name, vm_accel_name(sp.kvm));
-	t0 = now_s();
+	t0 = time_mono_s();
 	r = run_vm(cfg, &sp, steps, n, timeout_s, l, progress, ud, err);
-	res.seconds = now_s() - t0;
+	res.seconds = time_mono_s() - t0;
 	res.kvm = sp.kvm;
 	res.n_done = postinstall_log_done(l);
 	if (r == -ETIMEDOUT && progress) {

@@ -7,6 +7,7 @@
 
 #include "proxy/internal.h"
 #include "util/json.h"
+#include "util/time.h"
 
 void proxy_redact_path(const char *target, char *out, size_t len)
 {
@@ -56,13 +57,13 @@ static struct json_object *substituted_in_json(const struct outcome *o)
 	return in;
 }
 
-void audit_request(struct conn *c, const char *method, const char *target, const char *host,
-                   uint16_t port, const struct outcome *o, double t0)
+void proxy_audit_request(struct conn *c, const char *method, const char *target, const char *host,
+                         uint16_t port, const struct outcome *o, double t0)
 {
 	_cleanup_json_ struct json_object *ev = json_object_new_object();
 	struct json_object *subs = json_object_new_array();
 	char path[2048], latency[32];
-	double lat = now_ms() - t0;
+	double lat = (time_mono_s() - t0) * 1000.0;
 
 	(void)snprintf(latency, sizeof(latency), "%.3f", lat);
 	if (!c->p->hooks.audit || !ev || !subs) {
@@ -105,8 +106,8 @@ void audit_request(struct conn *c, const char *method, const char *target, const
 }
 
 /* Reports a leak (hook, audit) and answers 451 when the client speaks HTTP. */
-void report_leak(struct conn *c, long pat, const char *where, const char *host, uint16_t port,
-                 const char *method, const char *target, bool answer)
+void proxy_report_leak(struct conn *c, long pat, const char *where, const char *host, uint16_t port,
+                       const char *method, const char *target, bool answer)
 {
 	const struct pat *pt = &c->pats[pat];
 	const struct secret *s = &c->secrets->v[pt->secret];
@@ -159,7 +160,8 @@ void report_leak(struct conn *c, long pat, const char *where, const char *host, 
 			json_object_put(bh);
 	}
 	if (answer)
-		respond(c, 451,
+		proxy_respond(
+		        c, 451,
 		        "slate blocked this request: it carried the placeholder of the secret %s "
 		        "(%s%sin the %s) towards %s, but that secret is only sent to %s. Nothing "
 		        "was "
@@ -171,8 +173,8 @@ void report_leak(struct conn *c, long pat, const char *where, const char *host, 
 		c->p->hooks.contain(c->p->hooks.userdata, &l);
 }
 
-void audit_tunnel(struct conn *c, const char *kind, unsigned status, uint64_t up, uint64_t down,
-                  double t0, const char *refused)
+void proxy_audit_tunnel(struct conn *c, const char *kind, unsigned status, uint64_t up,
+                        uint64_t down, double t0, const char *refused)
 {
 	struct outcome o = {.status = status, .sent = up, .received = down};
 	char target[HOST_BUF + 8];
@@ -181,5 +183,5 @@ void audit_tunnel(struct conn *c, const char *kind, unsigned status, uint64_t up
 	if (refused)
 		(void)snprintf(o.refused, sizeof(o.refused), "%s", refused);
 	(void)kind;
-	audit_request(c, "CONNECT", NULL, c->t_host, c->t_port, &o, t0);
+	proxy_audit_request(c, "CONNECT", NULL, c->t_host, c->t_port, &o, t0);
 }

@@ -23,49 +23,49 @@ static int flush_pending(struct conn *c, struct buf *pend, size_t n, bool chunke
 		return 0;
 	if (chunked) {
 		m = snprintf(line, sizeof(line), "%zx\r\n", n);
-		if ((r = io_write(&c->up, line, (size_t)m)) < 0)
+		if ((r = proxy_io_write(&c->up, line, (size_t)m)) < 0)
 			return r;
 		*sent += (uint64_t)m;
 	}
 	/* Sixteen records or so: in full segments, not one each. */
-	corked = n > READ_CHUNK && cork_fd(c->up.fd, true);
-	r = io_write(&c->up, buf_ptr(pend), n);
+	corked = n > READ_CHUNK && proxy_cork_fd(c->up.fd, true);
+	r = proxy_io_write(&c->up, buf_ptr(pend), n);
 	if (corked)
-		(void)cork_fd(c->up.fd, false);
+		(void)proxy_cork_fd(c->up.fd, false);
 	if (r < 0)
 		return r;
 	*sent += n;
 	(void)buf_consume(pend, n);
 	if (chunked) {
-		if ((r = io_write(&c->up, "\r\n", 2)) < 0)
+		if ((r = proxy_io_write(&c->up, "\r\n", 2)) < 0)
 			return r;
 		*sent += 2;
 	}
 	return 0;
 }
 
-/* The held body with the --body secrets' values in it (body_substitute), into *sbody, and head
+/* The held body with the --body secrets' values in it (proxy_body_substitute), into *sbody, and head
  * with its new length. Returns FWD_OK or FWD_UPSTREAM (e filled). */
 static int forward_substituted(struct conn *c, const struct http_head *h, const char *host,
                                struct buf *head, const struct buf *pend, struct buf **sbody,
                                struct up_error *e, struct outcome *o)
 {
-	int r = body_substitute(c, h, host, head, pend, sbody, o);
+	int r = proxy_body_substitute(c, h, host, head, pend, sbody, o);
 
 	if (r == -EFBIG)
-		return up_fail(e, 413,
-		               "the request body with the secrets' real values in it is "
-		               "over %u KiB",
-		               BUF_SECURE_MAX / 1024),
+		return proxy_up_fail(e, 413,
+		                     "the request body with the secrets' real values in it is "
+		                     "over %u KiB",
+		                     BUF_SECURE_MAX / 1024),
 		       FWD_UPSTREAM;
 	if (r == -EPROTO) {
-		plain_refusal(c, host, e->msg, sizeof(e->msg));
+		proxy_plain_refusal(c, host, e->msg, sizeof(e->msg));
 		e->status = 403;
 		return FWD_UPSTREAM;
 	}
 	if (r < 0)
-		return up_fail(e, 502, "cannot substitute in the request body: %s",
-		               slate_strerror(r)),
+		return proxy_up_fail(e, 502, "cannot substitute in the request body: %s",
+		                     slate_strerror(r)),
 		       FWD_UPSTREAM;
 	return FWD_OK;
 }
@@ -75,13 +75,15 @@ static int forward_substituted(struct conn *c, const struct http_head *h, const 
 static int send_head(struct conn *c, const char *host, uint16_t port, const struct buf *head,
                      struct up_error *e, uint64_t *sent)
 {
-	if (up_ensure(c, host, port, e) < 0)
+	if (proxy_up_ensure(c, host, port, e) < 0)
 		return FWD_UPSTREAM;
-	if (io_write(&c->up, buf_ptr(head), buf_len(head)) < 0) {
+	if (proxy_io_write(&c->up, buf_ptr(head), buf_len(head)) < 0) {
 		/* A kept connection the server dropped just now: one more try. */
-		if (up_connect(c, host, port, e) < 0 || (c->in_tunnel && up_tls(c, host, e) < 0) ||
-		    io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
-			return up_fail(e, 502, "cannot send the request to %s", host), FWD_UPSTREAM;
+		if (proxy_up_connect(c, host, port, e) < 0 ||
+		    (c->in_tunnel && proxy_up_tls(c, host, e) < 0) ||
+		    proxy_io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
+			return proxy_up_fail(e, 502, "cannot send the request to %s", host),
+			       FWD_UPSTREAM;
 	}
 	*sent += buf_len(head);
 	return FWD_OK;
@@ -94,15 +96,15 @@ static int send_head(struct conn *c, const char *host, uint16_t port, const stru
  * is ever forwarded before the scan has seen all of it. A re-signed aws-chunked body goes
  * through rs's sigv4_stream; one that needs its hash (rs->need_body_hash) is hashed and
  * re-signed before the head goes, and refused (FWD_RESIGN) past PROXY_BODY_BUFFER. A body
- * for --body secrets (body_subst_wanted) is held whole, up to PROXY_BODY_BUFFER (past that it
- * streams as it is), and goes substituted with a Content-Length (body_substitute).
+ * for --body secrets (proxy_body_subst_wanted) is held whole, up to PROXY_BODY_BUFFER (past that it
+ * streams as it is), and goes substituted with a Content-Length (proxy_body_substitute).
  */
-int forward_request(struct conn *c, const struct http_head *h, struct buf *head, const char *host,
-                    uint16_t port, struct leak_info *leak, struct up_error *e, uint64_t *sent,
-                    struct resign *rs, struct outcome *o)
+int proxy_forward_request(struct conn *c, const struct http_head *h, struct buf *head,
+                          const char *host, uint16_t port, struct leak_info *leak,
+                          struct up_error *e, uint64_t *sent, struct resign *rs, struct outcome *o)
 {
 	_cleanup_buf_secure_ struct buf *sbody = NULL;
-	bool body_subst = body_subst_wanted(c, h, host, rs);
+	bool body_subst = proxy_body_subst_wanted(c, h, host, rs);
 	struct sigv4_stream *stream = rs->res ? rs->res->stream : NULL;
 	_cleanup_buf_ struct buf *pend = NULL;
 	struct hits hs = {.c = c, .host = host, .leak = -1};
@@ -123,14 +125,14 @@ int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
 		if (!pend)
 			return FWD_CLIENT_GONE;
 		if (h->expect_continue && buf_len(c->cl.in) == 0)
-			(void)io_write(&c->cl, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+			(void)proxy_io_write(&c->cl, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	}
 	while (!done) {
 		const uint8_t *p, *data = NULL;
 		size_t len, used = 0, dlen = 0;
 
 		if (buf_len(c->cl.in) == 0) {
-			ssize_t n = io_fill(&c->cl, PROXY_UPSTREAM_TIMEOUT_MS);
+			ssize_t n = proxy_io_fill(&c->cl, PROXY_UPSTREAM_TIMEOUT_MS);
 			if (n <= 0)
 				return FWD_CLIENT_GONE;
 		}
@@ -150,7 +152,7 @@ int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
 		}
 		if (dlen > 0) {
 			hs.base = 0;
-			(void)scan_feed(c->scan, &st, data, dlen, hit_fn, &hs);
+			(void)scan_feed(c->scan, &st, data, dlen, proxy_hit_fn, &hs);
 			if (hs.leak >= 0) {
 				leak->pat = hs.leak;
 				leak->where = "body";
@@ -170,23 +172,24 @@ int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
 			if (!head_sent) {
 				if (rs->need_body_hash)
 					return rs->err = -EFBIG, FWD_RESIGN;
-				if (up_ensure(c, host, port, e) < 0)
+				if (proxy_up_ensure(c, host, port, e) < 0)
 					return FWD_UPSTREAM;
-				if (io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
-					return up_fail(e, 502, "the server closed the connection"),
+				if (proxy_io_write(&c->up, buf_ptr(head), buf_len(head)) < 0)
+					return proxy_up_fail(e, 502,
+					                     "the server closed the connection"),
 					       FWD_UPSTREAM;
 				*sent += buf_len(head);
 				head_sent = true;
 			}
 			if (flush_pending(c, pend, buf_len(pend) - hold, chunked, sent) < 0)
-				return up_fail(e, 502, "the server closed the connection"),
+				return proxy_up_fail(e, 502, "the server closed the connection"),
 				       FWD_UPSTREAM;
 		}
 	}
 	if (stream && (r = sigv4_stream_finish(stream)) < 0)
 		return rs->err = r, FWD_RESIGN;
 	if (!head_sent && rs->need_body_hash &&
-	    (r = resign_body(c, h, rs, pend, head, host, leak)) < 0)
+	    (r = proxy_resign_body(c, h, rs, pend, head, host, leak)) < 0)
 		return rs->err = r, FWD_RESIGN;
 	if (body_subst && !head_sent) {
 		if ((r = forward_substituted(c, h, host, head, pend, &sbody, e, o)) < 0)
@@ -196,18 +199,18 @@ int forward_request(struct conn *c, const struct http_head *h, struct buf *head,
 	if (!head_sent && (r = send_head(c, host, port, head, e, sent)) < 0)
 		return r;
 	if (sbody && flush_pending(c, sbody, buf_len(sbody), false, sent) < 0)
-		return up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
+		return proxy_up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
 	if (!sbody && pend &&
 	    (flush_pending(c, pend, buf_len(pend), chunked, sent) < 0 ||
-	     (chunked && io_write(&c->up, "0\r\n\r\n", 5) < 0)))
-		return up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
+	     (chunked && proxy_io_write(&c->up, "0\r\n\r\n", 5) < 0)))
+		return proxy_up_fail(e, 502, "the server closed the connection"), FWD_UPSTREAM;
 	if (chunked)
 		*sent += 5;
 	return FWD_OK;
 }
 
-int write_response_head(struct conn *c, const struct http_head *r, bool close_after,
-                        uint64_t *received)
+int proxy_write_response_head(struct conn *c, const struct http_head *r, bool close_after,
+                              uint64_t *received)
 {
 	_cleanup_buf_ struct buf *out = buf_new(HTTP_MAX_HEAD + 256);
 	int e;
@@ -231,7 +234,7 @@ int write_response_head(struct conn *c, const struct http_head *r, bool close_af
 	if ((e = buf_put(out, "\r\n", 2)) < 0)
 		return e;
 	*received += r->head_len;
-	return io_write(&c->cl, buf_ptr(out), buf_len(out));
+	return proxy_io_write(&c->cl, buf_ptr(out), buf_len(out));
 }
 
 static int relay_body_(struct conn *c, const struct http_head *r, uint64_t *received)
@@ -256,7 +259,7 @@ static int relay_body_(struct conn *c, const struct http_head *r, uint64_t *rece
 				return -ENOMEM;
 			if (r->framing == HTTP_BODY_LENGTH && remaining < want)
 				want = (size_t)remaining;
-			n = io_read(&c->up, b, want, IO_BLOCK);
+			n = proxy_io_read(&c->up, b, want, IO_BLOCK);
 			if (n < 0)
 				return (int)n;
 			if (n == 0) {
@@ -293,7 +296,7 @@ static int relay_body_(struct conn *c, const struct http_head *r, uint64_t *rece
 			used = len;
 			break;
 		}
-		if ((e = io_write(&c->cl, p, used)) < 0)
+		if ((e = proxy_io_write(&c->cl, p, used)) < 0)
 			return e;
 		*received += used;
 		if (p != b)
@@ -303,15 +306,15 @@ static int relay_body_(struct conn *c, const struct http_head *r, uint64_t *rece
 }
 
 /* Relays a body framed as r says from upstream to the client. Returns 0 or < 0. */
-int relay_body(struct conn *c, const struct http_head *r, uint64_t *received)
+int proxy_relay_body(struct conn *c, const struct http_head *r, uint64_t *received)
 {
 	int e;
 
 	if (r->framing == HTTP_BODY_NONE)
 		return 0;
-	bulk_mode(c, true);
+	proxy_bulk_mode(c, true);
 	e = relay_body_(c, r, received);
-	bulk_mode(c, false);
+	proxy_bulk_mode(c, false);
 	return e;
 }
 
@@ -319,8 +322,8 @@ int relay_body(struct conn *c, const struct http_head *r, uint64_t *received)
  * Relays both directions until both sides are done (or idle_ms of silence), scanning what the
  * client sends when scan_client. Returns 0, or FWD_LEAK with leak filled.
  */
-int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *down_bytes,
-               struct leak_info *leak)
+int proxy_relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *down_bytes,
+                     struct leak_info *leak)
 {
 	_cleanup_free_ uint8_t *b = malloc(READ_CHUNK);
 	struct hits hs = {.c = c, .host = host, .leak = -1};
@@ -332,16 +335,17 @@ int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *d
 		return -ENOMEM;
 	/* What was read ahead on either side first. */
 	if (buf_len(c->cl.in) > 0) {
-		(void)scan_feed(c->scan, &st, buf_ptr(c->cl.in), buf_len(c->cl.in), hit_fn, &hs);
+		(void)scan_feed(c->scan, &st, buf_ptr(c->cl.in), buf_len(c->cl.in), proxy_hit_fn,
+		                &hs);
 		if (hs.leak >= 0)
 			goto leaked;
-		if (io_write(&c->up, buf_ptr(c->cl.in), buf_len(c->cl.in)) < 0)
+		if (proxy_io_write(&c->up, buf_ptr(c->cl.in), buf_len(c->cl.in)) < 0)
 			return 0;
 		*up_bytes += buf_len(c->cl.in);
 		(void)buf_reset(c->cl.in);
 	}
 	if (buf_len(c->up.in) > 0) {
-		if (io_write(&c->cl, buf_ptr(c->up.in), buf_len(c->up.in)) < 0)
+		if (proxy_io_write(&c->cl, buf_ptr(c->up.in), buf_len(c->up.in)) < 0)
 			return 0;
 		*down_bytes += buf_len(c->up.in);
 		(void)buf_reset(c->up.in);
@@ -357,7 +361,7 @@ int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *d
 			r = poll(pfd, 2, pend_cl || pend_up ? 0 : IDLE_AFTER_MS);
 		while (r < 0 && errno == EINTR);
 		if (r == 0 && !pend_cl && !pend_up) {
-			go_idle(c);
+			proxy_go_idle(c);
 			do
 				r = poll(pfd, 2, PROXY_TUNNEL_IDLE_MS);
 			while (r < 0 && errno == EINTR);
@@ -365,7 +369,7 @@ int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *d
 		if (r < 0 || (r == 0 && !pend_cl && !pend_up))
 			return 0;
 		if (pend_cl || (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = io_read(&c->cl, b, READ_CHUNK, 0);
+			ssize_t n = proxy_io_read(&c->cl, b, READ_CHUNK, 0);
 			if (n <= 0) {
 				cl_open = false;
 				if (c->up.ssl)
@@ -373,16 +377,16 @@ int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *d
 				else
 					(void)shutdown(c->up.fd, SHUT_WR);
 			} else {
-				(void)scan_feed(c->scan, &st, b, (size_t)n, hit_fn, &hs);
+				(void)scan_feed(c->scan, &st, b, (size_t)n, proxy_hit_fn, &hs);
 				if (hs.leak >= 0)
 					goto leaked;
-				if (io_write(&c->up, b, (size_t)n) < 0)
+				if (proxy_io_write(&c->up, b, (size_t)n) < 0)
 					return 0;
 				*up_bytes += (uint64_t)n;
 			}
 		}
 		if (pend_up || (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t n = io_read(&c->up, b, READ_CHUNK, 0);
+			ssize_t n = proxy_io_read(&c->up, b, READ_CHUNK, 0);
 			if (n <= 0) {
 				up_open = false;
 				if (c->cl.ssl)
@@ -390,7 +394,7 @@ int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *d
 				else
 					(void)shutdown(c->cl.fd, SHUT_WR);
 			} else {
-				if (io_write(&c->cl, b, (size_t)n) < 0)
+				if (proxy_io_write(&c->cl, b, (size_t)n) < 0)
 					return 0;
 				*down_bytes += (uint64_t)n;
 			}

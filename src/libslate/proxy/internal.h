@@ -94,10 +94,10 @@ struct conn {
 	bool sni_mismatch;
 	char sni[HOST_BUF];
 	bool leaked;
-	/* The secret whose real value a plain-HTTP request would have carried (plain_refused),
+	/* The secret whose real value a plain-HTTP request would have carried (proxy_plain_refused),
 	 * or -1. */
 	long plain_secret;
-	bool answered_error; /* closing after an error answer: linger (see linger_close) */
+	bool answered_error; /* closing after an error answer: linger (see proxy_linger_close) */
 	struct conn *next, *prev;
 };
 
@@ -114,7 +114,7 @@ struct outcome {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(SSL *, SSL_free);
 
-/* io_read()'s timeout for "no poll()" */
+/* proxy_io_read()'s timeout for "no poll()" */
 #define IO_BLOCK (-1)
 
 struct hit {
@@ -149,8 +149,8 @@ struct subst_list {
 };
 
 /*
- * One request's re-signing. The re-signer sees the request as build_head sends it: the
- * forwarded fields in their order, then the framing field build_head adds.
+ * One request's re-signing. The re-signer sees the request as proxy_build_head sends it: the
+ * forwarded fields in their order, then the framing field proxy_build_head adds.
  */
 struct resign {
 	struct sigv4_header fields[HTTP_MAX_FIELDS + 1];
@@ -160,8 +160,8 @@ struct resign {
 	char length[24];
 	char body_sha256[SIGV4_SIG_HEX + 1];
 	bool need_body_hash; /* header-signed without x-amz-content-sha256: hash the body first */
-	int err;             /* why forward_request refused it (FWD_RESIGN) */
-	/* What build_head needs again once the body is hashed. */
+	int err;             /* why proxy_forward_request refused it (FWD_RESIGN) */
+	/* What proxy_build_head needs again once the body is hashed. */
 	const char *origin;
 	bool upgrade;
 	struct outcome *o;
@@ -176,7 +176,7 @@ enum fwd_result {
 	FWD_OK = 0,
 	FWD_CLIENT_GONE = -1, /* the client closed or stalled mid-body */
 	FWD_BAD_BODY = -2,    /* malformed chunked framing */
-	FWD_UPSTREAM = -3,    /* up_ensure failed (e filled) or a write failed */
+	FWD_UPSTREAM = -3,    /* proxy_up_ensure failed (e filled) or a write failed */
 	FWD_LEAK = -4,        /* leak filled */
 	FWD_RESIGN = -5,      /* AWS re-signing refused it (rs->err) */
 };
@@ -187,102 +187,104 @@ enum { SUBST_IN_HEADER = 1, SUBST_IN_BODY = 2, SUBST_IN_QUERY = 4 };
 #define IDLE_AFTER_MS 100
 
 /* io.c: I/O on either side, TLS or not; answers to the client; request heads; idling. */
-double now_ms(void);
 /* Waits for events on io (POLLIN: also true while OpenSSL holds unread records). Returns 1,
  * -ETIMEDOUT or -errno. */
-int io_wait(struct io *io, short events, int timeout_ms);
+int proxy_io_wait(struct io *io, short events, int timeout_ms);
 /* Reads up to n bytes, waiting at most timeout_ms for the first (IO_BLOCK: no poll(), the
  * socket's own SO_RCVTIMEO bounds the wait; for bulk transfers, one syscall less per read).
  * Returns the count, 0 at EOF, or < 0. */
-ssize_t io_read(struct io *io, void *p, size_t n, int timeout_ms);
+ssize_t proxy_io_read(struct io *io, void *p, size_t n, int timeout_ms);
 /* Writes all n bytes. Returns 0 or < 0. */
-int io_write(struct io *io, const void *p, size_t n);
+int proxy_io_write(struct io *io, const void *p, size_t n);
 /* Reads more into io->in. Returns the count, 0 at EOF, or < 0. */
-ssize_t io_fill(struct io *io, int timeout_ms);
-bool cork_fd(int fd, bool on);
-void set_timeouts(int fd, int ms);
+ssize_t proxy_io_fill(struct io *io, int timeout_ms);
+bool proxy_cork_fd(int fd, bool on);
+void proxy_set_timeouts(int fd, int ms);
 /* Answers the client with status and a text body, and closes after it. */
-_printf_(3, 4) void respond(struct conn *c, unsigned status, const char *fmt, ...);
-void linger_close(struct conn *c);
-void bulk_mode(struct conn *c, bool on);
-void go_idle(struct conn *c);
+_printf_(3, 4) void proxy_respond(struct conn *c, unsigned status, const char *fmt, ...);
+void proxy_linger_close(struct conn *c);
+void proxy_bulk_mode(struct conn *c, bool on);
+void proxy_go_idle(struct conn *c);
 /* Reads the next request head. Returns 1 with *ret, 0 when the client is done (EOF or idle), or
  * < 0 after answering the error. */
-int read_request(struct conn *c, struct http_head **ret);
+int proxy_read_request(struct conn *c, struct http_head **ret);
 
-/* audit.c: the audit events of requests and tunnels; leak reports (hook, audit, 451). */
-void audit_request(struct conn *c, const char *method, const char *target, const char *host,
-                   uint16_t port, const struct outcome *o, double t0);
-void audit_tunnel(struct conn *c, const char *kind, unsigned status, uint64_t up, uint64_t down,
-                  double t0, const char *refused);
-void report_leak(struct conn *c, long pat, const char *where, const char *host, uint16_t port,
-                 const char *method, const char *target, bool answer);
+/* audit.c: the audit events of requests and tunnels; leak reports (hook, audit, 451). t0: when
+ * the request came, in time_mono_s() seconds (util/time.h); the latency is logged in ms. */
+void proxy_audit_request(struct conn *c, const char *method, const char *target, const char *host,
+                         uint16_t port, const struct outcome *o, double t0);
+void proxy_audit_tunnel(struct conn *c, const char *kind, unsigned status, uint64_t up,
+                        uint64_t down, double t0, const char *refused);
+void proxy_report_leak(struct conn *c, long pat, const char *where, const char *host, uint16_t port,
+                       const char *method, const char *target, bool answer);
 
 /* rewrite.c: bindings, the leak scan, substitution in the head, the query and bodies. */
-bool bound_to(const struct conn *c, size_t secret, const char *host);
+bool proxy_bound_to(const struct conn *c, size_t secret, const char *host);
 /* scan_feed()'s callback on a struct hits. */
-int hit_fn(size_t pattern, size_t end, void *userdata);
+int proxy_hit_fn(size_t pattern, size_t end, void *userdata);
 /* Scans one complete piece. Returns the leaking pattern or -1; with h->collect, h->v gets the
  * bound ones. */
-long scan_piece(struct hits *h, const void *p, size_t n);
+long proxy_scan_piece(struct hits *h, const void *p, size_t n);
 /* Whether secret i's real value may not go into this request (plain HTTP); remembered. */
-bool plain_refused(struct conn *c, size_t i);
-void plain_refusal(const struct conn *c, const char *host, char *out, size_t len);
-bool header_safe(const struct buf *real);
+bool proxy_plain_refused(struct conn *c, size_t i);
+void proxy_plain_refusal(const struct conn *c, const char *host, char *out, size_t len);
+bool proxy_header_safe(const struct buf *real);
 /* Whether secret i is substituted at where (SUBST_IN_BODY, SUBST_IN_QUERY) towards host. */
-bool subst_applies(const struct conn *c, size_t i, const char *host, unsigned where);
+bool proxy_subst_applies(const struct conn *c, size_t i, const char *host, unsigned where);
 /* Whether name concerns this hop only and never goes upstream. */
-bool hop_by_hop(const struct http_head *h, const char *name, bool keep_upgrade);
+bool proxy_hop_by_hop(const struct http_head *h, const char *name, bool keep_upgrade);
 /* The head that goes upstream, scanned and substituted. Returns 0 (leak->pat >= 0 on a leak),
  * -EINVAL (a real value unfit for a header), -EPROTO (plain HTTP refused), -ENOMEM. */
-int build_head(struct conn *c, const struct http_head *h, const char *origin, const char *host,
-               bool upgrade, struct buf *out, struct leak_info *leak, struct outcome *o,
-               const struct sigv4_resigned *rs);
-bool body_subst_wanted(const struct conn *c, const struct http_head *h, const char *host,
-                       const struct resign *rs);
+int proxy_build_head(struct conn *c, const struct http_head *h, const char *origin,
+                     const char *host, bool upgrade, struct buf *out, struct leak_info *leak,
+                     struct outcome *o, const struct sigv4_resigned *rs);
+bool proxy_body_subst_wanted(const struct conn *c, const struct http_head *h, const char *host,
+                             const struct resign *rs);
 /* The body with --body placeholders replaced, and head's framing field with it. Returns 0
  * (*ret NULL: nothing replaced), -EFBIG, -EPROTO or another negative error. */
-int body_substitute(struct conn *c, const struct http_head *h, const char *host, struct buf *head,
-                    const struct buf *body, struct buf **ret, struct outcome *o);
+int proxy_body_substitute(struct conn *c, const struct http_head *h, const char *host,
+                          struct buf *head, const struct buf *body, struct buf **ret,
+                          struct outcome *o);
 
 /* resign.c: AWS SigV4 re-signing as requests go through. */
-void resign_done(struct resign *rs);
+void proxy_resign_done(struct resign *rs);
 /* Returns 0 (rs->res when re-signed, rs->need_body_hash when the body must be hashed first)
- * or the error to refuse the request with (resign_refuse). */
-int resign_start(struct conn *c, const struct http_head *h, const char *origin, const char *host,
-                 bool upgrade, struct outcome *o, struct resign *rs);
-void resign_refuse(int r, struct outcome *o);
+ * or the error to refuse the request with (proxy_resign_refuse). */
+int proxy_resign_start(struct conn *c, const struct http_head *h, const char *origin,
+                       const char *host, bool upgrade, struct outcome *o, struct resign *rs);
+void proxy_resign_refuse(int r, struct outcome *o);
 /* Re-signs over the hash of body (all of it) and builds head again. Returns 0 or < 0. */
-int resign_body(struct conn *c, const struct http_head *h, struct resign *rs,
-                const struct buf *body, struct buf *head, const char *host, struct leak_info *leak);
+int proxy_resign_body(struct conn *c, const struct http_head *h, struct resign *rs,
+                      const struct buf *body, struct buf *head, const char *host,
+                      struct leak_info *leak);
 
 /* upstream.c: resolving, connecting (the policy on addresses), TLS to the server. Each returns
  * 0, or < 0 with e filled. */
-void up_close(struct conn *c);
-_printf_(3, 4) int up_fail(struct up_error *e, unsigned status, const char *fmt, ...);
-int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error *e);
-int up_tls(struct conn *c, const char *host, struct up_error *e);
-int up_ensure(struct conn *c, const char *host, uint16_t port, struct up_error *e);
+void proxy_up_close(struct conn *c);
+_printf_(3, 4) int proxy_up_fail(struct up_error *e, unsigned status, const char *fmt, ...);
+int proxy_up_connect(struct conn *c, const char *host, uint16_t port, struct up_error *e);
+int proxy_up_tls(struct conn *c, const char *host, struct up_error *e);
+int proxy_up_ensure(struct conn *c, const char *host, uint16_t port, struct up_error *e);
 
-/* forward.c: bodies upstream and responses back. forward_request and relay_both return an
+/* forward.c: bodies upstream and responses back. proxy_forward_request and proxy_relay_both return an
  * enum fwd_result; the others 0 or < 0. */
-int forward_request(struct conn *c, const struct http_head *h, struct buf *head, const char *host,
-                    uint16_t port, struct leak_info *leak, struct up_error *e, uint64_t *sent,
-                    struct resign *rs, struct outcome *o);
-int write_response_head(struct conn *c, const struct http_head *r, bool close_after,
-                        uint64_t *received);
-int relay_body(struct conn *c, const struct http_head *r, uint64_t *received);
-int relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *down_bytes,
-               struct leak_info *leak);
+int proxy_forward_request(struct conn *c, const struct http_head *h, struct buf *head,
+                          const char *host, uint16_t port, struct leak_info *leak,
+                          struct up_error *e, uint64_t *sent, struct resign *rs, struct outcome *o);
+int proxy_write_response_head(struct conn *c, const struct http_head *r, bool close_after,
+                              uint64_t *received);
+int proxy_relay_body(struct conn *c, const struct http_head *r, uint64_t *received);
+int proxy_relay_both(struct conn *c, const char *host, uint64_t *up_bytes, uint64_t *down_bytes,
+                     struct leak_info *leak);
 
 /* request.c: one request that is not CONNECT. Returns 1 to read another on this connection. */
-int handle_request(struct conn *c, struct http_head *h);
+int proxy_handle_request(struct conn *c, struct http_head *h);
 
 /* tunnel.c: CONNECT, and the TLS callbacks of the interception (proxy_new sets them). */
-void handle_connect(struct conn *c, struct http_head *h);
-int sni_cb(SSL *ssl, int *alert, void *arg);
-int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-            unsigned int inlen, void *arg);
+void proxy_handle_connect(struct conn *c, struct http_head *h);
+int proxy_sni_cb(SSL *ssl, int *alert, void *arg);
+int proxy_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                  const unsigned char *in, unsigned int inlen, void *arg);
 
 /* proxy.c: the request loop of a connection (also inside an intercepted tunnel). */
-void serve_http(struct conn *c);
+void proxy_serve_http(struct conn *c);

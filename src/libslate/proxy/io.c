@@ -19,13 +19,7 @@
 
 #include "proxy/internal.h"
 #include "util/error.h"
-
-double now_ms(void)
-{
-	struct timespec ts;
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
+#include "util/time.h"
 
 static const char *status_text(unsigned s)
 {
@@ -67,7 +61,7 @@ static const char *status_text(unsigned s)
 	}
 }
 
-int io_wait(struct io *io, short events, int timeout_ms)
+int proxy_io_wait(struct io *io, short events, int timeout_ms)
 {
 	struct pollfd pfd = {.fd = io->fd, .events = events};
 	int r;
@@ -84,10 +78,10 @@ int io_wait(struct io *io, short events, int timeout_ms)
 	return r == 0 ? -ETIMEDOUT : 1;
 }
 
-ssize_t io_read(struct io *io, void *p, size_t n, int timeout_ms)
+ssize_t proxy_io_read(struct io *io, void *p, size_t n, int timeout_ms)
 {
 	ssize_t k;
-	int r = timeout_ms == IO_BLOCK ? 1 : io_wait(io, POLLIN, timeout_ms);
+	int r = timeout_ms == IO_BLOCK ? 1 : proxy_io_wait(io, POLLIN, timeout_ms);
 
 	if (r < 0)
 		return r;
@@ -115,7 +109,7 @@ ssize_t io_read(struct io *io, void *p, size_t n, int timeout_ms)
 	return k < 0 ? -errno : k;
 }
 
-int io_write(struct io *io, const void *p, size_t n)
+int proxy_io_write(struct io *io, const void *p, size_t n)
 {
 	const uint8_t *q = p;
 
@@ -146,7 +140,7 @@ int io_write(struct io *io, const void *p, size_t n)
 }
 
 /* Reads more into io->in. Returns the count, 0 at EOF, or < 0. */
-ssize_t io_fill(struct io *io, int timeout_ms)
+ssize_t proxy_io_fill(struct io *io, int timeout_ms)
 {
 	uint8_t tmp[READ_CHUNK];
 	size_t room = buf_max(io->in) - buf_len(io->in);
@@ -154,7 +148,7 @@ ssize_t io_fill(struct io *io, int timeout_ms)
 
 	if (room == 0)
 		return SLATE_ERR_NO_BUFFER_SPACE;
-	n = io_read(io, tmp, room < sizeof(tmp) ? room : sizeof(tmp), timeout_ms);
+	n = proxy_io_read(io, tmp, room < sizeof(tmp) ? room : sizeof(tmp), timeout_ms);
 	if (n > 0 && buf_put(io->in, tmp, (size_t)n) < 0)
 		return -ENOMEM;
 	sodium_memzero(tmp, n > 0 ? (size_t)n : 0);
@@ -163,19 +157,19 @@ ssize_t io_fill(struct io *io, int timeout_ms)
 
 /* TCP_CORK: held, what is written goes out in full segments; released, at once. Returns
  * whether it is held now. */
-bool cork_fd(int fd, bool on)
+bool proxy_cork_fd(int fd, bool on)
 {
 	return setsockopt(fd, IPPROTO_TCP, TCP_CORK, &(int){on}, sizeof(int)) == 0 && on;
 }
 
-void set_timeouts(int fd, int ms)
+void proxy_set_timeouts(int fd, int ms)
 {
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-_printf_(3, 4) void respond(struct conn *c, unsigned status, const char *fmt, ...)
+_printf_(3, 4) void proxy_respond(struct conn *c, unsigned status, const char *fmt, ...)
 {
 	char body[1024], head[256];
 	va_list ap;
@@ -193,8 +187,8 @@ _printf_(3, 4) void respond(struct conn *c, unsigned status, const char *fmt, ..
 	             "HTTP/1.1 %u %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 	             "Content-Length: %d\r\nConnection: close\r\n\r\n",
 	             status, status_text(status), n);
-	(void)io_write(&c->cl, head, (size_t)m);
-	(void)io_write(&c->cl, body, (size_t)n);
+	(void)proxy_io_write(&c->cl, head, (size_t)m);
+	(void)proxy_io_write(&c->cl, body, (size_t)n);
 	c->answered_error = true;
 }
 
@@ -204,17 +198,17 @@ _printf_(3, 4) void respond(struct conn *c, unsigned status, const char *fmt, ..
  * as web servers do, stop writing and read (and drop) what still comes, for a moment.
  */
 /* Not inlined: its buffer would sit in proxy_serve()'s frame, the stack of every idle tunnel. */
-__attribute__((noinline)) void linger_close(struct conn *c)
+__attribute__((noinline)) void proxy_linger_close(struct conn *c)
 {
 	char b[4096];
-	double end = now_ms() + 1000;
+	double end = time_mono_ms() + 1000;
 	size_t total = 0;
 
 	if (c->cl.ssl || shutdown(c->cl.fd, SHUT_WR) < 0)
 		return;
 	while (total < 1024 * 1024) {
 		struct pollfd pfd = {.fd = c->cl.fd, .events = POLLIN};
-		double left = end - now_ms();
+		double left = end - time_mono_ms();
 		ssize_t n;
 		if (left <= 0 || poll(&pfd, 1, (int)left + 1) <= 0)
 			return;
@@ -227,7 +221,7 @@ __attribute__((noinline)) void linger_close(struct conn *c)
 
 /* While a body streams, TLS buffers stay allocated (released again when idle, so that a
  * thousand idle tunnels stay small). */
-void bulk_mode(struct conn *c, bool on)
+void proxy_bulk_mode(struct conn *c, bool on)
 {
 	SSL *ssls[2] = {c->cl.ssl, c->up.ssl};
 
@@ -248,7 +242,7 @@ void bulk_mode(struct conn *c, bool on)
  * of stack, which would otherwise stay resident for the life of the thread). A thousand idle
  * tunnels then cost little more than their TLS state.
  */
-void go_idle(struct conn *c)
+void proxy_go_idle(struct conn *c)
 {
 	pthread_attr_t a;
 	void *lo;
@@ -274,8 +268,8 @@ void go_idle(struct conn *c)
 
 /*
  * Parses what there is of the request head, answering a refused one. A frame of its own: the
- * error's buffer is not on the stack while read_request() waits and the connection idles
- * (go_idle() gives back only the pages below), and it is not zeroed for every piece that comes.
+ * error's buffer is not on the stack while proxy_read_request() waits and the connection idles
+ * (proxy_go_idle() gives back only the pages below), and it is not zeroed for every piece that comes.
  */
 static __attribute__((noinline)) int parse_request(struct conn *c, struct http_reader *rd,
                                                    struct http_head **ret)
@@ -288,17 +282,17 @@ static __attribute__((noinline)) int parse_request(struct conn *c, struct http_r
 	err.msg[0] = '\0';
 	r = http_parse_request(rd, c->cl.in, ret, &status, &err);
 	if (r == SLATE_ERR_INVALID_FORMAT)
-		respond(c, status, "slate egress proxy: %s", slate_error_text(&err));
+		proxy_respond(c, status, "slate egress proxy: %s", slate_error_text(&err));
 	return r;
 }
 
 /* Reads the next request head. Returns 1 with *ret, 0 when the client is done (EOF or idle), or
  * < 0 after answering the error. */
-int read_request(struct conn *c, struct http_head **ret)
+int proxy_read_request(struct conn *c, struct http_head **ret)
 {
 	struct http_reader rd = {0};
 	bool started = buf_len(c->cl.in) > 0;
-	double deadline = started ? now_ms() + PROXY_HEAD_TIMEOUT_MS : 0;
+	double deadline = started ? time_mono_ms() + PROXY_HEAD_TIMEOUT_MS : 0;
 
 	for (;;) {
 		int timeout, r = parse_request(c, &rd, ret);
@@ -309,33 +303,33 @@ int read_request(struct conn *c, struct http_head **ret)
 		if (r < 0)
 			return r;
 		if (started) {
-			double left = deadline - now_ms();
+			double left = deadline - time_mono_ms();
 			if (left <= 0) {
-				respond(c, 408,
-				        "slate egress proxy: the request head took too long");
+				proxy_respond(c, 408,
+				              "slate egress proxy: the request head took too long");
 				return -ETIMEDOUT;
 			}
 			timeout = (int)left + 1;
 		} else {
 			/* Nothing for a moment: idle, until the next request comes (waiting here, not
-			 * in io_fill(), whose read buffer would keep four more pages of stack). */
-			if (io_wait(&c->cl, POLLIN, IDLE_AFTER_MS) == -ETIMEDOUT) {
-				go_idle(c);
-				if (io_wait(&c->cl, POLLIN, PROXY_IDLE_TIMEOUT_MS) < 0)
+			 * in proxy_io_fill(), whose read buffer would keep four more pages of stack). */
+			if (proxy_io_wait(&c->cl, POLLIN, IDLE_AFTER_MS) == -ETIMEDOUT) {
+				proxy_go_idle(c);
+				if (proxy_io_wait(&c->cl, POLLIN, PROXY_IDLE_TIMEOUT_MS) < 0)
 					return 0;
 			}
 			timeout = PROXY_IDLE_TIMEOUT_MS;
 		}
-		n = io_fill(&c->cl, timeout);
+		n = proxy_io_fill(&c->cl, timeout);
 		if (n == -ETIMEDOUT && started) {
-			respond(c, 408, "slate egress proxy: the request head took too long");
+			proxy_respond(c, 408, "slate egress proxy: the request head took too long");
 			return -ETIMEDOUT;
 		}
 		if (n <= 0)
 			return 0;
 		if (!started) {
 			started = true;
-			deadline = now_ms() + PROXY_HEAD_TIMEOUT_MS;
+			deadline = time_mono_ms() + PROXY_HEAD_TIMEOUT_MS;
 		}
 	}
 }

@@ -47,9 +47,9 @@ static int rule_target(const char *host, char **ret_host, bool *ret_is_net, stru
 			return -EINVAL;
 	}
 	if (kind != HOST_NAME) {
-		if (ip_net_parse(kind ? norm : host, &net) < 0)
+		if (host_net_parse(kind ? norm : host, &net) < 0)
 			return -EINVAL;
-		ip_net_format(&net, text, sizeof(text));
+		host_net_format(&net, text, sizeof(text));
 		*ret_host = strdup(text);
 		*ret_is_net = true;
 		*ret_net = net;
@@ -218,7 +218,7 @@ static bool net_contains_host(const struct ip_net *n, const char *host)
 		s6->sin6_family = AF_INET6;
 	else
 		return false;
-	return ip_net_contains(n, (const struct sockaddr *)&ss);
+	return host_net_contains(n, (const struct sockaddr *)&ss);
 }
 
 bool egress_policy_allows_host(const struct egress_policy *p, const char *host,
@@ -255,14 +255,14 @@ bool egress_policy_allows_host(const struct egress_policy *p, const char *host,
 bool egress_policy_allows_addr(const struct egress_policy *p, const struct sockaddr *sa,
                                enum addr_class *ret_class)
 {
-	enum addr_class c = addr_classify(sa);
+	enum addr_class c = host_addr_classify(sa);
 	bool allowed_by_rule = false;
 
 	if (ret_class)
 		*ret_class = c;
 	for (size_t i = 0; i < p->n_rules; i++) {
 		const struct egress_rule *r = &p->rules[i];
-		if (!r->is_net || !ip_net_contains(&r->net, sa))
+		if (!r->is_net || !host_net_contains(&r->net, sa))
 			continue;
 		if (!r->allow)
 			return false;

@@ -15,7 +15,7 @@
  * (`slate egress NAME allow 10.1.2.3`): allowing a *name* never opens a private address, so a
  * name that resolves (or is rebound) to 127.0.0.1 does not reach the host. A "deny" address rule
  * refuses the addresses it covers whatever name led there. An IPv6 address carrying an IPv4 one
- * (mapped, NAT64, 6to4, Teredo: ip6_embedded_v4) is judged as that IPv4 address too.
+ * (mapped, NAT64, 6to4, Teredo: host_ip6_embedded_v4) is judged as that IPv4 address too.
  */
 
 #include <json-c/json.h>

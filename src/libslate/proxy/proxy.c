@@ -17,23 +17,24 @@
 #include "proxy/internal.h"
 #include "util/error.h"
 
-void serve_http(struct conn *c)
+void proxy_serve_http(struct conn *c)
 {
 	for (;;) {
 		_cleanup_(http_head_freep) struct http_head *h = NULL;
-		int r = read_request(c, &h);
+		int r = proxy_read_request(c, &h);
 
 		if (r <= 0 || c->p->stopping)
 			return;
 		if (streq(h->method, "CONNECT")) {
 			if (c->in_tunnel) {
-				respond(c, 405, "slate egress proxy: CONNECT inside a tunnel");
+				proxy_respond(c, 405,
+				              "slate egress proxy: CONNECT inside a tunnel");
 				return;
 			}
-			handle_connect(c, h);
+			proxy_handle_connect(c, h);
 			return;
 		}
-		if (handle_request(c, h) <= 0 || c->leaked)
+		if (proxy_handle_request(c, h) <= 0 || c->leaked)
 			return;
 	}
 }
@@ -115,8 +116,8 @@ int proxy_new(const struct proxy_config *cfg, const struct proxy_hooks *hooks, s
 	/* The guest side: HTTP/1.1 only, no session resumption (each tunnel is checked afresh),
 	 * buffers released while idle (a thousand idle tunnels stay small). */
 	SSL_CTX_set_min_proto_version(p->server_ctx, TLS1_2_VERSION);
-	SSL_CTX_set_tlsext_servername_callback(p->server_ctx, sni_cb);
-	SSL_CTX_set_alpn_select_cb(p->server_ctx, alpn_cb, NULL);
+	SSL_CTX_set_tlsext_servername_callback(p->server_ctx, proxy_sni_cb);
+	SSL_CTX_set_alpn_select_cb(p->server_ctx, proxy_alpn_cb, NULL);
 	SSL_CTX_set_session_cache_mode(p->server_ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_options(p->server_ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
 	(void)SSL_CTX_set_num_tickets(p->server_ctx, 0);
@@ -270,7 +271,7 @@ static void conn_free(struct conn *c)
 		c->p->hooks.release(c->p->hooks.userdata, c->secrets);
 	egress_policy_free(c->policy);
 	SSL_free(c->cl.ssl);
-	up_close(c);
+	proxy_up_close(c);
 	buf_free_secure(c->cl.in);
 	buf_free_secure(c->up.in);
 }
@@ -295,12 +296,12 @@ void proxy_serve(struct proxy *p, int fd, const char *workspace)
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (refused || !c.cl.in || !c.up.in) {
-		respond(&c, 503, "slate egress proxy: too many connections");
+		proxy_respond(&c, 503, "slate egress proxy: too many connections");
 		buf_free(c.cl.in);
 		buf_free(c.up.in);
 		return;
 	}
-	set_timeouts(fd, PROXY_UPSTREAM_TIMEOUT_MS);
+	proxy_set_timeouts(fd, PROXY_UPSTREAM_TIMEOUT_MS);
 	/* A TCP client (tests, the benchmark; slated's streams are socketpairs): heads and bodies
 	 * go in separate writes, which Nagle and delayed ACKs would hold back 40 ms. */
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
@@ -313,12 +314,12 @@ void proxy_serve(struct proxy *p, int fd, const char *workspace)
 	if (r >= 0)
 		r = conn_secrets(&c);
 	if (r < 0)
-		respond(&c, 403, "slate egress proxy: %s",
-		        why[0] ? why : "this workspace cannot use the network now");
+		proxy_respond(&c, 403, "slate egress proxy: %s",
+		              why[0] ? why : "this workspace cannot use the network now");
 	else
-		serve_http(&c);
+		proxy_serve_http(&c);
 	if (c.answered_error && !p->stopping)
-		linger_close(&c);
+		proxy_linger_close(&c);
 
 	conn_free(&c);
 	pthread_mutex_lock(&p->lock);

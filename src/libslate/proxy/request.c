@@ -8,6 +8,7 @@
 
 #include "proxy/internal.h"
 #include "util/error.h"
+#include "util/time.h"
 
 /*
  * Splits an absolute-form target "scheme://authority/path?query" into host, port and the
@@ -52,7 +53,8 @@ static int request_route(struct conn *c, const struct http_head *h, char host[HO
 			char ahost[HOST_BUF];
 			uint16_t aport;
 			if (parse_absolute(h->target, "https", 443, ahost, &aport, &path) < 0) {
-				respond(c, 400, "slate egress proxy: malformed request target");
+				proxy_respond(c, 400,
+				              "slate egress proxy: malformed request target");
 				return -1;
 			}
 			if (!streq(ahost, host) || aport != *port) {
@@ -95,19 +97,19 @@ static int request_route(struct conn *c, const struct http_head *h, char host[HO
 	return 0;
 }
 
-/* Fills o with the refusal of a head that build_head refused (r < 0; rr: resign_start's
+/* Fills o with the refusal of a head that proxy_build_head refused (r < 0; rr: proxy_resign_start's
  * result). Returns 1 to refuse it with o, 0 to close without an answer. */
 static int head_refusal(struct conn *c, int r, int rr, const char *host, struct outcome *o)
 {
 	if (rr < 0) {
-		resign_refuse(rr, o);
+		proxy_resign_refuse(rr, o);
 		return 1;
 	}
 	switch (r) {
 	case -EPROTO:
 		o->status = 403;
 		o->n_substituted = 0; /* nothing was sent: the audit event says so */
-		plain_refusal(c, host, o->refused, sizeof(o->refused));
+		proxy_plain_refusal(c, host, o->refused, sizeof(o->refused));
 		return 1;
 	case -EINVAL:
 		o->status = 502;
@@ -119,16 +121,16 @@ static int head_refusal(struct conn *c, int r, int rr, const char *host, struct 
 	}
 }
 
-/* Fills o with the refusal of a request that forward_request did not send whole (r, an enum
+/* Fills o with the refusal of a request that proxy_forward_request did not send whole (r, an enum
  * fwd_result other than FWD_OK and FWD_LEAK), and closes the upstream connection: what went
  * before must never be completed. Returns 1 to refuse it with o, 0 to close without an answer. */
 static int forward_refusal(struct conn *c, int r, const struct resign *rs, const struct up_error *e,
                            struct outcome *o)
 {
-	up_close(c);
+	proxy_up_close(c);
 	switch (r) {
 	case FWD_RESIGN:
-		resign_refuse(rs->err, o);
+		proxy_resign_refuse(rs->err, o);
 		return 1;
 	case FWD_BAD_BODY:
 		o->status = 400;
@@ -159,7 +161,7 @@ static int read_response(struct conn *c, const struct http_head *h, struct http_
 		r = http_parse_response(&rd, c->up.in, h->method, ret, NULL, &err);
 		if (r != 0)
 			break;
-		n = io_fill(&c->up, PROXY_UPSTREAM_TIMEOUT_MS);
+		n = proxy_io_fill(&c->up, PROXY_UPSTREAM_TIMEOUT_MS);
 		if (n <= 0) {
 			r = n == -ETIMEDOUT ? -ETIMEDOUT : -EPIPE;
 			break;
@@ -167,7 +169,7 @@ static int read_response(struct conn *c, const struct http_head *h, struct http_
 	}
 	if (r >= 0)
 		return 0;
-	up_close(c);
+	proxy_up_close(c);
 	o->status = r == -ETIMEDOUT ? 504 : 502;
 	(void)snprintf(o->refused, sizeof(o->refused), "%s",
 	               r == SLATE_ERR_INVALID_FORMAT ? slate_error_text(&err)
@@ -197,42 +199,44 @@ static int relay_response(struct conn *c, const struct http_head *h, const char 
 			struct leak_info leak = {.pat = -1};
 			uint64_t up = 0, down = 0;
 			int r;
-			if (!upgrade || write_response_head(c, resp, false, &o->received) < 0) {
-				up_close(c);
+			if (!upgrade ||
+			    proxy_write_response_head(c, resp, false, &o->received) < 0) {
+				proxy_up_close(c);
 				return 0;
 			}
-			r = relay_both(c, host, &up, &down, &leak);
+			r = proxy_relay_both(c, host, &up, &down, &leak);
 			o->sent += up;
 			o->received += down;
-			up_close(c);
+			proxy_up_close(c);
 			if (r == FWD_LEAK) {
-				report_leak(c, leak.pat, leak.where, host, port, NULL, NULL, false);
+				proxy_report_leak(c, leak.pat, leak.where, host, port, NULL, NULL,
+				                  false);
 				return 0;
 			}
-			audit_request(c, h->method, origin, host, port, o, t0);
+			proxy_audit_request(c, h->method, origin, host, port, o, t0);
 			return 0;
 		}
 		if (resp->status < 200) {
-			if (write_response_head(c, resp, false, &o->received) < 0)
-				return up_close(c), 0;
+			if (proxy_write_response_head(c, resp, false, &o->received) < 0)
+				return proxy_up_close(c), 0;
 			continue;
 		}
 		keep = keep && resp->keep_alive;
-		if (write_response_head(c, resp, !keep, &o->received) < 0 ||
-		    relay_body(c, resp, &o->received) < 0) {
-			up_close(c);
-			audit_request(c, h->method, origin, host, port, o, t0);
+		if (proxy_write_response_head(c, resp, !keep, &o->received) < 0 ||
+		    proxy_relay_body(c, resp, &o->received) < 0) {
+			proxy_up_close(c);
+			proxy_audit_request(c, h->method, origin, host, port, o, t0);
 			return 0;
 		}
 		if (!resp->keep_alive)
-			up_close(c);
+			proxy_up_close(c);
 		break;
 	}
-	audit_request(c, h->method, origin, host, port, o, t0);
+	proxy_audit_request(c, h->method, origin, host, port, o, t0);
 	return keep ? 1 : 0;
 }
 
-int handle_request(struct conn *c, struct http_head *h)
+int proxy_handle_request(struct conn *c, struct http_head *h)
 {
 	_cleanup_buf_secure_ struct buf *head = NULL;
 	char host[HOST_BUF] = "", origin[HTTP_MAX_REQUEST_LINE + 2] = "";
@@ -240,9 +244,9 @@ int handle_request(struct conn *c, struct http_head *h)
 	struct outcome o = {0};
 	struct leak_info leak = {.pat = -1};
 	struct up_error e = {0};
-	_cleanup_(resign_done) struct resign rs = {0};
+	_cleanup_(proxy_resign_done) struct resign rs = {0};
 	bool upgrade;
-	double t0 = now_ms();
+	double t0 = time_mono_s();
 	int r, rr;
 
 	c->plain_secret = -1;
@@ -258,11 +262,11 @@ int handle_request(struct conn *c, struct http_head *h)
 		return 0;
 	/* An AWS request signed with a placeholder bound here: re-signed (doc/sigv4.md). A leak
 	 * in it is still reported first. */
-	rr = resign_start(c, h, origin, host, upgrade, &o, &rs);
+	rr = proxy_resign_start(c, h, origin, host, upgrade, &o, &rs);
 	o.sigv4 = rs.res;
-	r = build_head(c, h, origin, host, upgrade, head, &leak, &o, rr < 0 ? NULL : rs.res);
+	r = proxy_build_head(c, h, origin, host, upgrade, head, &leak, &o, rr < 0 ? NULL : rs.res);
 	if (leak.pat >= 0) {
-		report_leak(c, leak.pat, leak.where, host, port, h->method, origin, true);
+		proxy_report_leak(c, leak.pat, leak.where, host, port, h->method, origin, true);
 		return 0;
 	}
 	if (rr < 0 || r < 0) {
@@ -271,12 +275,12 @@ int handle_request(struct conn *c, struct http_head *h)
 		return 0;
 	}
 
-	r = forward_request(c, h, head, host, port, &leak, &e, &o.sent, &rs, &o);
+	r = proxy_forward_request(c, h, head, host, port, &leak, &e, &o.sent, &rs, &o);
 	buf_free_secure(TAKE_PTR(head));
 	o.sigv4 = rs.res;
 	if (r == FWD_LEAK) {
-		up_close(c); /* what went before the leak must never be completed */
-		report_leak(c, leak.pat, leak.where, host, port, h->method, origin, true);
+		proxy_up_close(c); /* what went before the leak must never be completed */
+		proxy_report_leak(c, leak.pat, leak.where, host, port, h->method, origin, true);
 		return 0;
 	}
 	if (r != FWD_OK) {
@@ -289,8 +293,8 @@ int handle_request(struct conn *c, struct http_head *h)
 		return r;
 
 refuse:
-	respond(c, o.status, "slate egress proxy: %s", o.refused);
-	audit_request(c, h->method, origin[0] ? origin : h->target, host[0] ? host : "-", port, &o,
-	              t0);
+	proxy_respond(c, o.status, "slate egress proxy: %s", o.refused);
+	proxy_audit_request(c, h->method, origin[0] ? origin : h->target, host[0] ? host : "-",
+	                    port, &o, t0);
 	return 0;
 }

@@ -9,12 +9,12 @@
 #include "proxy/internal.h"
 #include "util/error.h"
 
-void resign_done(struct resign *rs)
+void proxy_resign_done(struct resign *rs)
 {
 	sigv4_resigned_free(rs->res);
 }
 
-/* Hosts compared as bound_to compares them (host_matches on the stored, normalised binding),
+/* Hosts compared as proxy_bound_to compares them (host_matches on the stored, normalised binding),
  * so that the re-signer and the leak scanner agree on where an AWS secret is bound. */
 static bool resign_host_bound(const char *bound, const char *host)
 {
@@ -48,13 +48,13 @@ static int resign_call(struct resign *rs)
 /*
  * Re-signs h when it carries an AWS signature with the placeholder key id of a secret bound to
  * host. Returns 0 (rs->res set when re-signed; rs->need_body_hash when the body must be hashed
- * first, in forward_request), or a negative error to refuse the request with (resign_refuse):
+ * first, in proxy_forward_request), or a negative error to refuse the request with (proxy_resign_refuse):
  * nothing signed with a placeholder that cannot be re-signed is forwarded. A key id that is no
  * placeholder bound here is left alone (the guest's own key; an unbound placeholder is the leak
  * scanner's).
  */
-int resign_start(struct conn *c, const struct http_head *h, const char *origin, const char *host,
-                 bool upgrade, struct outcome *o, struct resign *rs)
+int proxy_resign_start(struct conn *c, const struct http_head *h, const char *origin,
+                       const char *host, bool upgrade, struct outcome *o, struct resign *rs)
 {
 	size_t n = 0;
 	int r;
@@ -62,7 +62,7 @@ int resign_start(struct conn *c, const struct http_head *h, const char *origin, 
 	if (!c->secrets || !resign_candidate(h, origin))
 		return 0;
 	for (size_t i = 0; i < h->n_fields && n < HTTP_MAX_FIELDS; i++)
-		if (!hop_by_hop(h, h->fields[i].name, upgrade))
+		if (!proxy_hop_by_hop(h, h->fields[i].name, upgrade))
 			rs->fields[n++] =
 			        (struct sigv4_header){h->fields[i].name, h->fields[i].value};
 	if (h->framing == HTTP_BODY_LENGTH) {
@@ -96,7 +96,7 @@ int resign_start(struct conn *c, const struct http_head *h, const char *origin, 
 }
 
 /* Fills o with the refusal of a request that could not be re-signed (error r). */
-void resign_refuse(int r, struct outcome *o)
+void proxy_resign_refuse(int r, struct outcome *o)
 {
 	if (r == -EFBIG) {
 		o->status = 413;
@@ -123,8 +123,9 @@ void resign_refuse(int r, struct outcome *o)
 
 /* The body of a request signed without x-amz-content-sha256, all of it in body: re-signs over
  * its hash and builds the head again. Returns 0 or a negative error. */
-int resign_body(struct conn *c, const struct http_head *h, struct resign *rs,
-                const struct buf *body, struct buf *head, const char *host, struct leak_info *leak)
+int proxy_resign_body(struct conn *c, const struct http_head *h, struct resign *rs,
+                      const struct buf *body, struct buf *head, const char *host,
+                      struct leak_info *leak)
 {
 	int r;
 
@@ -140,7 +141,7 @@ int resign_body(struct conn *c, const struct http_head *h, struct resign *rs,
 	if (!rs->res)
 		return SLATE_ERR_INTERNAL; /* cannot be: it asked for the hash */
 	(void)buf_reset(head);
-	r = build_head(c, h, rs->origin, host, rs->upgrade, head, leak, rs->o, rs->res);
+	r = proxy_build_head(c, h, rs->origin, host, rs->upgrade, head, leak, rs->o, rs->res);
 	if (r >= 0 && leak->pat >= 0)
 		r = -EIO; /* scanned clean before: cannot be */
 	return r;

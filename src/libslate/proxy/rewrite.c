@@ -13,7 +13,7 @@
 #include "util/error.h"
 #include "util/hex.h"
 
-bool bound_to(const struct conn *c, size_t secret, const char *host)
+bool proxy_bound_to(const struct conn *c, size_t secret, const char *host)
 {
 	for (char **h = c->bound[secret]; h && *h; h++)
 		if (host_matches(host, *h))
@@ -21,13 +21,13 @@ bool bound_to(const struct conn *c, size_t secret, const char *host)
 	return false;
 }
 
-int hit_fn(size_t pattern, size_t end, void *userdata)
+int proxy_hit_fn(size_t pattern, size_t end, void *userdata)
 {
 	struct hits *h = userdata;
 	const struct pat *pt = &h->c->pats[pattern];
 	size_t len = pt->len;
 
-	if (!bound_to(h->c, pt->secret, h->host)) {
+	if (!proxy_bound_to(h->c, pt->secret, h->host)) {
 		h->leak = (long)pattern;
 		return 1;
 	}
@@ -50,23 +50,23 @@ int hit_fn(size_t pattern, size_t end, void *userdata)
 
 /* Scans p for placeholders (one complete piece: state starts fresh). Returns the leaking
  * pattern or -1; with collect, h->v gets the bound ones. */
-long scan_piece(struct hits *h, const void *p, size_t n)
+long proxy_scan_piece(struct hits *h, const void *p, size_t n)
 {
 	uint32_t st = SCAN_START;
 
 	h->n = 0;
 	h->base = 0;
-	(void)scan_feed(h->c->scan, &st, p, n, hit_fn, h);
+	(void)scan_feed(h->c->scan, &st, p, n, proxy_hit_fn, h);
 	return h->leak;
 }
 
 /*
  * Whether secret i's real value may not go into the request being built: only an intercepted
- * tunnel reaches its server over TLS with the certificate verified for the host (up_tls), so
+ * tunnel reaches its server over TLS with the certificate verified for the host (proxy_up_tls), so
  * elsewhere (a plain http:// request) only a secret set with --allow-plain-http is put in.
- * Remembers the secret for the refusal (plain_refusal).
+ * Remembers the secret for the refusal (proxy_plain_refusal).
  */
-bool plain_refused(struct conn *c, size_t i)
+bool proxy_plain_refused(struct conn *c, size_t i)
 {
 	if (c->in_tunnel || c->secrets->v[i].plain_http)
 		return false;
@@ -75,8 +75,8 @@ bool plain_refused(struct conn *c, size_t i)
 	return true;
 }
 
-/* The 403 text for a request plain_refused: names the secret and what to do. */
-void plain_refusal(const struct conn *c, const char *host, char *out, size_t len)
+/* The 403 text for a request proxy_plain_refused: names the secret and what to do. */
+void proxy_plain_refusal(const struct conn *c, const char *host, char *out, size_t len)
 {
 	(void)snprintf(out, len,
 	               "the secret %s is bound to %s, but this request goes over plain HTTP, "
@@ -99,7 +99,7 @@ static void note_substituted(struct outcome *o, const char *key, unsigned where)
 	}
 }
 
-bool header_safe(const struct buf *real)
+bool proxy_header_safe(const struct buf *real)
 {
 	const uint8_t *p = buf_ptr(real);
 	for (size_t i = 0; i < buf_len(real); i++)
@@ -136,11 +136,11 @@ static int put_substituted(struct conn *c, struct buf *out, const uint8_t *p, si
 		const struct buf *real = s->values[pt->value].real;
 		if (x->start < pos || s->kind == SECRET_KIND_AWS || !real)
 			continue;
-		/* Left in place; build_head refuses the request once all of it is scanned (a
+		/* Left in place; proxy_build_head refuses the request once all of it is scanned (a
 		 * leak found later still counts). */
-		if (plain_refused(c, pt->secret))
+		if (proxy_plain_refused(c, pt->secret))
 			continue;
-		if (for_header && !header_safe(real))
+		if (for_header && !proxy_header_safe(real))
 			return -EINVAL;
 		if ((r = buf_put(out, p + pos, x->start - pos)) < 0 ||
 		    (r = buf_put(out, buf_ptr(real), buf_len(real))) < 0)
@@ -153,12 +153,12 @@ static int put_substituted(struct conn *c, struct buf *out, const uint8_t *p, si
 
 /* Whether secret i is substituted at where (SUBST_IN_BODY or SUBST_IN_QUERY) in a request to
  * host: configured for it, bound to host, and not an aws one (those are re-signed). */
-bool subst_applies(const struct conn *c, size_t i, const char *host, unsigned where)
+bool proxy_subst_applies(const struct conn *c, size_t i, const char *host, unsigned where)
 {
 	const struct secret *s = &c->secrets->v[i];
 
 	return s->kind != SECRET_KIND_AWS && (where == SUBST_IN_BODY ? s->body : !!s->query) &&
-	       bound_to(c, i, host);
+	       proxy_bound_to(c, i, host);
 }
 
 static size_t subst_collect(const struct conn *c, const char *host, unsigned where,
@@ -167,7 +167,7 @@ static size_t subst_collect(const struct conn *c, const char *host, unsigned whe
 	l->n = 0;
 	for (size_t i = 0; c->secrets && i < c->secrets->n; i++) {
 		const struct secret *s = &c->secrets->v[i];
-		if (!subst_applies(c, i, host, where))
+		if (!proxy_subst_applies(c, i, host, where))
 			continue;
 		for (size_t j = 0; j < s->n_values && l->n < SUBST_ITEMS_MAX; j++) {
 			const struct secret_value *v = &s->values[j];
@@ -210,17 +210,17 @@ static int put_request_line(struct conn *c, struct buf *out, const char *method,
 	    (r = subst_query(target, strlen(target), l->v, l->n, out, l->counts)) < 0 ||
 	    (r = buf_putf(out, " HTTP/1.1\r\n")) < 0)
 		return r;
-	/* Refused by build_head at the end (the head is never sent). */
+	/* Refused by proxy_build_head at the end (the head is never sent). */
 	for (size_t k = 0; k < l->n; k++)
 		if (l->counts[k] > 0)
-			(void)plain_refused(c, l->owner[k]);
+			(void)proxy_plain_refused(c, l->owner[k]);
 	if (c->plain_secret < 0)
 		subst_note(c, l, SUBST_IN_QUERY, o);
 	return 0;
 }
 
 /* Fields that concern this hop only and never go upstream. */
-bool hop_by_hop(const struct http_head *h, const char *name, bool keep_upgrade)
+bool proxy_hop_by_hop(const struct http_head *h, const char *name, bool keep_upgrade)
 {
 	static const char *const names[] = {"connection",
 	                                    "proxy-connection",
@@ -253,7 +253,8 @@ static int field_value(struct conn *c, struct hits *hs, const struct http_field 
 	const char *v = f->value;
 	size_t vn = strlen(v);
 
-	if (scan_piece(hs, f->name, strlen(f->name)) >= 0 || scan_piece(hs, v, vn) >= 0) {
+	if (proxy_scan_piece(hs, f->name, strlen(f->name)) >= 0 ||
+	    proxy_scan_piece(hs, v, vn) >= 0) {
 		leak->pat = hs->leak;
 		leak->where = "header";
 		return 0;
@@ -275,7 +276,7 @@ static int field_value(struct conn *c, struct hits *hs, const struct http_field 
 			return -ENOMEM;
 		if (sodium_base642bin(bp, bn + 1, b64, bn, NULL, &cn, NULL,
 		                      sodium_base64_VARIANT_ORIGINAL) == 0) {
-			if (scan_piece(hs, bp, cn) >= 0) {
+			if (proxy_scan_piece(hs, bp, cn) >= 0) {
 				leak->pat = hs->leak;
 				leak->where = "header";
 				return 0;
@@ -302,7 +303,7 @@ static int field_value(struct conn *c, struct hits *hs, const struct http_field 
 			}
 		}
 		/* Not valid base64, or nothing to replace: as sent. */
-		(void)scan_piece(hs, v, vn);
+		(void)proxy_scan_piece(hs, v, vn);
 	}
 	return put_substituted(c, val, (const uint8_t *)v, vn, hs, true, o);
 }
@@ -324,13 +325,13 @@ static bool aws_plain_refused(struct conn *c, const struct http_head *h, const c
 		const char *ph = s->n_values > 0 ? s->values[0].placeholder : NULL;
 		bool named = false;
 
-		if (s->kind != SECRET_KIND_AWS || !ph || !*ph || !bound_to(c, i, host))
+		if (s->kind != SECRET_KIND_AWS || !ph || !*ph || !proxy_bound_to(c, i, host))
 			continue;
 		named = strstr(h->target, ph) != NULL;
 		for (size_t j = 0; j < h->n_fields && !named; j++)
 			named = strstr(h->fields[j].value, ph) != NULL;
 		if (named)
-			return plain_refused(c, i);
+			return proxy_plain_refused(c, i);
 	}
 	return false;
 }
@@ -343,9 +344,9 @@ static bool aws_plain_refused(struct conn *c, const struct http_head *h, const c
  * target go instead of the guest's (scanned all the same).
  * Returns 0, -EINVAL (a real value unfit for a header), -ENOMEM.
  */
-int build_head(struct conn *c, const struct http_head *h, const char *origin, const char *host,
-               bool upgrade, struct buf *out, struct leak_info *leak, struct outcome *o,
-               const struct sigv4_resigned *rs)
+int proxy_build_head(struct conn *c, const struct http_head *h, const char *origin,
+                     const char *host, bool upgrade, struct buf *out, struct leak_info *leak,
+                     struct outcome *o, const struct sigv4_resigned *rs)
 {
 	struct hits hs = {.c = c, .host = host, .leak = -1};
 	char decoded[HTTP_MAX_REQUEST_LINE + 1];
@@ -355,18 +356,18 @@ int build_head(struct conn *c, const struct http_head *h, const char *origin, co
 	leak->pat = -1;
 	/* The method too: a placeholder is all token characters, so "PH / HTTP/1.1" parses. */
 	leak->where = "method";
-	if (scan_piece(&hs, h->method, strlen(h->method)) >= 0) {
+	if (proxy_scan_piece(&hs, h->method, strlen(h->method)) >= 0) {
 		leak->pat = hs.leak;
 		goto done;
 	}
 	leak->where = "url";
-	if (scan_piece(&hs, h->target, strlen(h->target)) >= 0) {
+	if (proxy_scan_piece(&hs, h->target, strlen(h->target)) >= 0) {
 		leak->pat = hs.leak;
 		goto done;
 	}
-	dn = (size_t)pct_decode(h->target, strlen(h->target), decoded, sizeof(decoded) - 1,
-	                        PCT_TRUNCATE);
-	if (scan_piece(&hs, decoded, dn) >= 0) {
+	dn = (size_t)hex_pct_decode(h->target, strlen(h->target), decoded, sizeof(decoded) - 1,
+	                            PCT_TRUNCATE);
+	if (proxy_scan_piece(&hs, decoded, dn) >= 0) {
 		leak->pat = hs.leak;
 		goto done;
 	}
@@ -380,10 +381,10 @@ int build_head(struct conn *c, const struct http_head *h, const char *origin, co
 	for (size_t i = 0; i < h->n_fields; i++) {
 		const struct http_field *f = &h->fields[i];
 		_cleanup_buf_secure_ struct buf *val = NULL;
-		if (hop_by_hop(h, f->name, upgrade)) {
+		if (proxy_hop_by_hop(h, f->name, upgrade)) {
 			/* Not forwarded, but scanned all the same: every field is. */
-			if (scan_piece(&hs, f->name, strlen(f->name)) >= 0 ||
-			    scan_piece(&hs, f->value, strlen(f->value)) >= 0) {
+			if (proxy_scan_piece(&hs, f->name, strlen(f->name)) >= 0 ||
+			    proxy_scan_piece(&hs, f->value, strlen(f->value)) >= 0) {
 				leak->pat = hs.leak;
 				leak->where = "header";
 				goto done;
@@ -403,7 +404,7 @@ int build_head(struct conn *c, const struct http_head *h, const char *origin, co
 			r = resign_value(val, rs->authorization, strlen(rs->authorization));
 		else if (rs && rs->kind == SIGV4_AUTH_HEADER && rs->security_token &&
 		         strcasecmp(f->name, "x-amz-security-token") == 0)
-			r = header_safe(rs->security_token)
+			r = proxy_header_safe(rs->security_token)
 			            ? resign_value(val, buf_ptr(rs->security_token),
 			                           buf_len(rs->security_token))
 			            : -EINVAL;
@@ -416,7 +417,7 @@ int build_head(struct conn *c, const struct http_head *h, const char *origin, co
 	}
 	if (rs && rs->kind == SIGV4_AUTH_HEADER && rs->security_token && rs->security_token_add) {
 		const struct buf *t = rs->security_token;
-		if (!header_safe(t)) {
+		if (!proxy_header_safe(t)) {
 			r = -EINVAL;
 			goto done;
 		}
@@ -450,8 +451,8 @@ done:
 
 /* Whether h's body is one to substitute in (--body secrets bound to host; a form or JSON body
  * without a Content-Encoding, up to PROXY_BODY_BUFFER; not an AWS request being re-signed). */
-bool body_subst_wanted(const struct conn *c, const struct http_head *h, const char *host,
-                       const struct resign *rs)
+bool proxy_body_subst_wanted(const struct conn *c, const struct http_head *h, const char *host,
+                             const struct resign *rs)
 {
 	if (h->framing == HTTP_BODY_NONE || rs->res || rs->need_body_hash ||
 	    (h->framing == HTTP_BODY_LENGTH && h->content_length > PROXY_BODY_BUFFER) ||
@@ -459,7 +460,7 @@ bool body_subst_wanted(const struct conn *c, const struct http_head *h, const ch
 	                    http_head_get(h, "content-encoding", NULL)) == SUBST_BODY_NONE)
 		return false;
 	for (size_t i = 0; c->secrets && i < c->secrets->n; i++)
-		if (subst_applies(c, i, host, SUBST_IN_BODY))
+		if (proxy_subst_applies(c, i, host, SUBST_IN_BODY))
 			return true;
 	return false;
 }
@@ -470,8 +471,9 @@ bool body_subst_wanted(const struct conn *c, const struct http_head *h, const ch
  * body goes re-framed). Nothing to replace: *ret stays NULL. Returns 0, -EFBIG (the result is
  * over BUF_SECURE_MAX) or another negative error.
  */
-int body_substitute(struct conn *c, const struct http_head *h, const char *host, struct buf *head,
-                    const struct buf *body, struct buf **ret, struct outcome *o)
+int proxy_body_substitute(struct conn *c, const struct http_head *h, const char *host,
+                          struct buf *head, const struct buf *body, struct buf **ret,
+                          struct outcome *o)
 {
 	_cleanup_free_ struct subst_list *l = calloc(1, sizeof(*l));
 	_cleanup_buf_secure_ struct buf *out = NULL, *nh = NULL;
@@ -493,9 +495,9 @@ int body_substitute(struct conn *c, const struct http_head *h, const char *host,
 	if (r <= 0)
 		return r;
 	for (size_t k = 0; k < l->n; k++)
-		if (l->counts[k] > 0 && plain_refused(c, l->owner[k]))
+		if (l->counts[k] > 0 && proxy_plain_refused(c, l->owner[k]))
 			return -EPROTO;
-	/* build_head's framing field is the only one (the client's are hop-by-hop) and no field
+	/* proxy_build_head's framing field is the only one (the client's are hop-by-hop) and no field
 	 * value holds CR or LF: find it and put the new length in its place. */
 	for (size_t i = 0; i + 2 < hn && !f; i++)
 		if (hp[i] == '\r' && hp[i + 1] == '\n' &&

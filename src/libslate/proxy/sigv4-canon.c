@@ -25,7 +25,7 @@ static int put_encoded_byte(struct buf *out, uint8_t c, bool keep_slash)
 }
 
 /* Appends s AWS-encoded, every byte taken literally ('%' becomes %25). */
-int put_encoded(struct buf *out, struct span s, bool keep_slash)
+int sigv4_put_encoded(struct buf *out, struct span s, bool keep_slash)
 {
 	size_t run = 0;
 	int r;
@@ -66,7 +66,7 @@ static int put_reencoded(struct buf *out, struct span s, bool keep_slash)
 			return r;
 		run = 0;
 		if (c == '%') {
-			int e = pct_escape(s.p + i, s.n - i);
+			int e = hex_pct_escape(s.p + i, s.n - i);
 			if (e < 0)
 				return SLATE_ERR_INVALID_FORMAT;
 			c = (uint8_t)e;
@@ -81,9 +81,9 @@ static int put_reencoded(struct buf *out, struct span s, bool keep_slash)
 
 /* Percent-decodes s into dst (at most max bytes, NUL-terminated). Returns the length or a
  * negative error. */
-int decode_to(struct span s, char *dst, size_t max)
+int sigv4_decode_to(struct span s, char *dst, size_t max)
 {
-	return (int)pct_decode(s.p, s.n, dst, max, PCT_STRICT);
+	return (int)hex_pct_decode(s.p, s.n, dst, max, PCT_STRICT);
 }
 
 /* "<key id>/<YYYYMMDD>/<region>/<service>/aws4_request" into a. */
@@ -138,7 +138,7 @@ static int parse_signed_headers(struct span v, struct sigv4_auth *a)
 }
 
 /* Another AWS scheme we recognise but cannot re-sign? */
-bool is_other_aws_scheme(struct span v)
+bool sigv4_is_other_aws_scheme(struct span v)
 {
 	return span_starts(v, "AWS4-") || span_starts(v, "AWS ");
 }
@@ -155,7 +155,8 @@ int sigv4_parse_authorization(const char *v, size_t len, struct sigv4_auth *ret)
 	if (len > SIGV4_MAX_AUTHORIZATION)
 		return SLATE_ERR_TOO_LARGE;
 	if (!span_starts(s, SIGV4_ALGORITHM " "))
-		return is_other_aws_scheme(s) ? SIGV4_ERR_UNSUPPORTED : SLATE_ERR_INVALID_FORMAT;
+		return sigv4_is_other_aws_scheme(s) ? SIGV4_ERR_UNSUPPORTED
+		                                    : SLATE_ERR_INVALID_FORMAT;
 	rest = span_of(v + strlen(SIGV4_ALGORITHM), len - strlen(SIGV4_ALGORITHM));
 	do {
 		struct span name, value;
@@ -199,14 +200,14 @@ static const char *const qparam_names[] = {
 
 /* Which presigning parameter the raw key k is. Returns the kind, or SLATE_ERR_INVALID_FORMAT
  * for one spelt in another case (two servers could read that differently) or badly encoded. */
-int qparam_classify(struct span k)
+int sigv4_qparam_classify(struct span k)
 {
 	char name[32];
 	int n;
 
 	if (k.n >= 3 * sizeof(name)) /* no name of ours encodes that long */
 		return QP_OTHER;
-	n = decode_to(k, name, sizeof(name) - 1);
+	n = sigv4_decode_to(k, name, sizeof(name) - 1);
 	if (n == SLATE_ERR_TOO_LARGE)
 		return QP_OTHER;
 	if (n < 0)
@@ -248,7 +249,7 @@ static int query_split(struct span q, struct qparam *params, size_t max, size_t 
 }
 
 /* query_split into a new array sized for q (at most SIGV4_MAX_QUERY_PARAMS). Free *ret. */
-int query_parse(struct span q, struct qparam **ret, size_t *ret_n)
+int sigv4_query_parse(struct span q, struct qparam **ret, size_t *ret_n)
 {
 	size_t max = 1;
 	int r;
@@ -282,11 +283,11 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_auth *ret)
 		return SLATE_ERR_TOO_LARGE;
 	if (len == 0)
 		return SIGV4_AUTH_NONE;
-	r = query_parse(span_of(q, len), &params, &n);
+	r = sigv4_query_parse(span_of(q, len), &params, &n);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; r >= 0 && i < n; i++) {
-		k = qparam_classify(params[i].key);
+		k = sigv4_qparam_classify(params[i].key);
 		if (k < 0)
 			r = k;
 		else if (k != QP_OTHER && seen[k]++)
@@ -306,28 +307,29 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_auth *ret)
 				return SLATE_ERR_INVALID_FORMAT;
 		return SIGV4_AUTH_NONE;
 	}
-	r = decode_to(found[QP_ALGORITHM], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_ALGORITHM], val, sizeof(val) - 1);
 	if (r < 0)
 		return r;
 	if (!streq(val, SIGV4_ALGORITHM))
-		return is_other_aws_scheme(span_of(val, (size_t)r)) ? SIGV4_ERR_UNSUPPORTED
-		                                                    : SLATE_ERR_INVALID_FORMAT;
+		return sigv4_is_other_aws_scheme(span_of(val, (size_t)r))
+		               ? SIGV4_ERR_UNSUPPORTED
+		               : SLATE_ERR_INVALID_FORMAT;
 	if (!seen[QP_CREDENTIAL] || !seen[QP_DATE] || !seen[QP_EXPIRES] ||
 	    !seen[QP_SIGNED_HEADERS] || !seen[QP_SIGNATURE])
 		return SLATE_ERR_INVALID_FORMAT;
 
-	r = decode_to(found[QP_CREDENTIAL], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_CREDENTIAL], val, sizeof(val) - 1);
 	if (r >= 0)
 		r = parse_credential(span_of(val, (size_t)r), &a);
 	if (r < 0)
 		return r;
-	r = decode_to(found[QP_DATE], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_DATE], val, sizeof(val) - 1);
 	if (r < 0)
 		return r;
 	if (!is_timestamp(span_of(val, (size_t)r)) || memcmp(val, a.date, 8) != 0)
 		return SLATE_ERR_INVALID_FORMAT;
 	span_copy(a.timestamp, span_of(val, (size_t)r));
-	r = decode_to(found[QP_EXPIRES], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_EXPIRES], val, sizeof(val) - 1);
 	if (r < 0)
 		return r;
 	if (r == 0 || r > 6 || val[0] == '0')
@@ -340,12 +342,12 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_auth *ret)
 	}
 	if (a.expires > SIGV4_MAX_EXPIRES)
 		return SLATE_ERR_INVALID_FORMAT;
-	r = decode_to(found[QP_SIGNED_HEADERS], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_SIGNED_HEADERS], val, sizeof(val) - 1);
 	if (r >= 0)
 		r = parse_signed_headers(span_of(val, (size_t)r), &a);
 	if (r < 0)
 		return r;
-	r = decode_to(found[QP_SIGNATURE], val, sizeof(val) - 1);
+	r = sigv4_decode_to(found[QP_SIGNATURE], val, sizeof(val) - 1);
 	if (r < 0)
 		return r;
 	if (!is_sig_hex(span_of(val, (size_t)r)))
@@ -356,7 +358,7 @@ int sigv4_parse_query(const char *q, size_t len, struct sigv4_auth *ret)
 	return SIGV4_AUTH_QUERY;
 }
 
-bool header_is(const struct sigv4_header *h, const char *name)
+bool sigv4_header_is(const struct sigv4_header *h, const char *name)
 {
 	size_t i;
 
@@ -367,13 +369,13 @@ bool header_is(const struct sigv4_header *h, const char *name)
 }
 
 /* The only header called name: NULL when none, *ret_count says how many there are. */
-const char *header_get(const struct sigv4_request *req, const char *name, size_t *ret_count)
+const char *sigv4_header_get(const struct sigv4_request *req, const char *name, size_t *ret_count)
 {
 	const char *v = NULL;
 	size_t count = 0;
 
 	for (size_t i = 0; i < req->n_headers; i++)
-		if (header_is(&req->headers[i], name)) {
+		if (sigv4_header_is(&req->headers[i], name)) {
 			if (!v)
 				v = req->headers[i].value;
 			count++;
@@ -384,7 +386,7 @@ const char *header_get(const struct sigv4_request *req, const char *name, size_t
 }
 
 /* Bounds and characters of what the proxy hands us. */
-int request_check(const struct sigv4_request *req)
+int sigv4_request_check(const struct sigv4_request *req)
 {
 	size_t n;
 
@@ -426,7 +428,7 @@ int request_check(const struct sigv4_request *req)
 	return 0;
 }
 
-void target_split(const char *target, struct span *path, struct span *query)
+void sigv4_target_split(const char *target, struct span *path, struct span *query)
 {
 	struct span t = span_of(target, strlen(target));
 	*query = span_split(t, '?', path);
@@ -470,7 +472,7 @@ static int canon_path(struct buf *out, struct span path, bool s3)
 		if (i > 0)
 			r = buf_put_u8(out, '/');
 		if (r >= 0)
-			r = put_encoded(out, segs[i], false);
+			r = sigv4_put_encoded(out, segs[i], false);
 	}
 	if (r >= 0 && k > 0 && path.n > 0 && path.p[path.n - 1] == '/')
 		r = buf_put_u8(out, '/');
@@ -509,7 +511,7 @@ static int canon_query(struct buf *out, struct span query, bool presigned)
 
 	if (query.n == 0)
 		return 0;
-	r = query_parse(query, &params, &n);
+	r = sigv4_query_parse(query, &params, &n);
 	if (r < 0)
 		return r;
 	items = calloc(n + 1, sizeof(*items));
@@ -519,7 +521,7 @@ static int canon_query(struct buf *out, struct span query, bool presigned)
 	(void)buf_reset(scratch);
 	for (size_t i = 0; i < n; i++) {
 		size_t off = buf_len(scratch), klen;
-		if (presigned && qparam_classify(params[i].key) == QP_SIGNATURE)
+		if (presigned && sigv4_qparam_classify(params[i].key) == QP_SIGNATURE)
 			continue;
 		r = put_reencoded(scratch, params[i].key, false);
 		if (r < 0)
@@ -630,14 +632,14 @@ static int canon_headers(struct buf *out, const struct sigv4_request *req,
 	return 0;
 }
 
-/* The canonical request of a request already checked (request_check). */
-int canonical_request(const struct sigv4_request *req, const struct sigv4_canon *c,
-                      const struct span *token, struct buf *out)
+/* The canonical request of a request already checked (sigv4_request_check). */
+int sigv4_canonical_request_token(const struct sigv4_request *req, const struct sigv4_canon *c,
+                                  const struct span *token, struct buf *out)
 {
 	struct span path, query;
 	int r;
 
-	target_split(req->target, &path, &query);
+	sigv4_target_split(req->target, &path, &query);
 	if ((r = buf_put(out, req->method, strlen(req->method))) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 || (r = canon_path(out, path, c->s3)) < 0 ||
 	    (r = buf_put_u8(out, '\n')) < 0 || (r = canon_query(out, query, c->presigned)) < 0 ||
@@ -658,8 +660,8 @@ int sigv4_canonical_request(const struct sigv4_request *req, const struct sigv4_
 
 	if (!c || !c->signed_headers || !c->payload_hash)
 		return SLATE_ERR_INVALID_FORMAT;
-	r = request_check(req);
+	r = sigv4_request_check(req);
 	if (r < 0)
 		return r;
-	return canonical_request(req, c, NULL, out);
+	return sigv4_canonical_request_token(req, c, NULL, out);
 }

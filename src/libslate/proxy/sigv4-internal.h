@@ -203,22 +203,22 @@ struct qparam {
 	int kind;
 };
 
-/* sigv4.c: SHA-256, fetched once (by crypto_begin); one EVP context set per use. */
+/* sigv4.c: SHA-256, fetched once (by sigv4_crypto_begin); one EVP context set per use. */
 extern EVP_MD *sigv4_sha256_md;
-int crypto_begin(struct crypto *c);
-void crypto_done(struct crypto *c);
-int hmac(struct crypto *c, const void *key, size_t key_len, const void *msg, size_t len,
-         uint8_t out[32]);
+int sigv4_crypto_begin(struct crypto *c);
+void sigv4_crypto_done(struct crypto *c);
+int sigv4_hmac(struct crypto *c, const void *key, size_t key_len, const void *msg, size_t len,
+               uint8_t out[32]);
 
 /* sigv4-canon.c */
-int put_encoded(struct buf *out, struct span s, bool keep_slash);
-int decode_to(struct span s, char *dst, size_t max);
-bool is_other_aws_scheme(struct span v);
-int qparam_classify(struct span k);
-int query_parse(struct span q, struct qparam **ret, size_t *ret_n);
-bool header_is(const struct sigv4_header *h, const char *name);
-const char *header_get(const struct sigv4_request *req, const char *name, size_t *ret_count);
-int request_check(const struct sigv4_request *req);
-void target_split(const char *target, struct span *path, struct span *query);
-int canonical_request(const struct sigv4_request *req, const struct sigv4_canon *c,
-                      const struct span *token, struct buf *out);
+int sigv4_put_encoded(struct buf *out, struct span s, bool keep_slash);
+int sigv4_decode_to(struct span s, char *dst, size_t max);
+bool sigv4_is_other_aws_scheme(struct span v);
+int sigv4_qparam_classify(struct span k);
+int sigv4_query_parse(struct span q, struct qparam **ret, size_t *ret_n);
+bool sigv4_header_is(const struct sigv4_header *h, const char *name);
+const char *sigv4_header_get(const struct sigv4_request *req, const char *name, size_t *ret_count);
+int sigv4_request_check(const struct sigv4_request *req);
+void sigv4_target_split(const char *target, struct span *path, struct span *query);
+int sigv4_canonical_request_token(const struct sigv4_request *req, const struct sigv4_canon *c,
+                                  const struct span *token, struct buf *out);

@@ -69,7 +69,7 @@ int sigv4_stream_new(const uint8_t signing_key[32], const char *timestamp, const
 	if (!s)
 		return -ENOMEM;
 	memset(s, 0, sizeof(*s));
-	r = crypto_begin(&s->c);
+	r = sigv4_crypto_begin(&s->c);
 	if (r < 0) {
 		sodium_free(s);
 		return r;
@@ -94,7 +94,7 @@ void sigv4_stream_free(struct sigv4_stream *s)
 {
 	if (!s)
 		return;
-	crypto_done(&s->c);
+	sigv4_crypto_done(&s->c);
 	EVP_MD_CTX_free(s->trailer_md);
 	free(s->data);
 	sodium_free(s); /* wipes */
@@ -122,7 +122,7 @@ static int stream_sign(struct sigv4_stream *s, const char *algorithm, const char
 	             s->prev, rest);
 	if (n < 0 || (size_t)n >= sizeof(sts))
 		return SLATE_ERR_INTERNAL;
-	r = hmac(&s->c, s->key, 32, sts, (size_t)n, mac);
+	r = sigv4_hmac(&s->c, s->key, 32, sts, (size_t)n, mac);
 	if (r < 0)
 		return r;
 	hex_encode(mac, 32, s->prev);

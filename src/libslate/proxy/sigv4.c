@@ -76,7 +76,7 @@ static void crypto_init(void)
 	}
 }
 
-void crypto_done(struct crypto *c)
+void sigv4_crypto_done(struct crypto *c)
 {
 	EVP_MAC_CTX_free(c->mac);
 	EVP_MD_CTX_free(c->md);
@@ -84,7 +84,7 @@ void crypto_done(struct crypto *c)
 	c->md = NULL;
 }
 
-int crypto_begin(struct crypto *c)
+int sigv4_crypto_begin(struct crypto *c)
 {
 	*c = (struct crypto){0};
 	if (pthread_once(&crypto_once, crypto_init) != 0 || !sigv4_sha256_md || !hmac_template)
@@ -92,14 +92,14 @@ int crypto_begin(struct crypto *c)
 	c->mac = EVP_MAC_CTX_dup(hmac_template);
 	c->md = EVP_MD_CTX_new();
 	if (!c->mac || !c->md) {
-		crypto_done(c);
+		sigv4_crypto_done(c);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-int hmac(struct crypto *c, const void *key, size_t key_len, const void *msg, size_t len,
-         uint8_t out[32])
+int sigv4_hmac(struct crypto *c, const void *key, size_t key_len, const void *msg, size_t len,
+               uint8_t out[32])
 {
 	size_t out_len = 0;
 
@@ -132,13 +132,13 @@ static int signing_key(struct crypto *c, const void *secret, size_t secret_len, 
 		return SLATE_ERR_INVALID_FORMAT;
 	memcpy(k, "AWS4", 4);
 	memcpy(k + 4, secret, secret_len);
-	r = hmac(c, k, secret_len + 4, date, strlen(date), a);
+	r = sigv4_hmac(c, k, secret_len + 4, date, strlen(date), a);
 	if (r >= 0)
-		r = hmac(c, a, 32, region, strlen(region), b);
+		r = sigv4_hmac(c, a, 32, region, strlen(region), b);
 	if (r >= 0)
-		r = hmac(c, b, 32, service, strlen(service), a);
+		r = sigv4_hmac(c, b, 32, service, strlen(service), a);
 	if (r >= 0)
-		r = hmac(c, a, 32, "aws4_request", strlen("aws4_request"), key);
+		r = sigv4_hmac(c, a, 32, "aws4_request", strlen("aws4_request"), key);
 	sodium_memzero(k, sizeof(k));
 	sodium_memzero(a, sizeof(a));
 	sodium_memzero(b, sizeof(b));
@@ -199,11 +199,11 @@ int sigv4_signing_key(const void *secret, size_t secret_len, const char *date, c
 	struct crypto c;
 	int r;
 
-	r = crypto_begin(&c);
+	r = sigv4_crypto_begin(&c);
 	if (r < 0)
 		return r;
 	r = signing_key(&c, secret, secret_len, date, region, service, key);
-	crypto_done(&c);
+	sigv4_crypto_done(&c);
 	return r;
 }
 
@@ -213,11 +213,11 @@ int sigv4_sign_hex(const uint8_t key[32], const void *msg, size_t len, char hex[
 	uint8_t mac[32];
 	int r;
 
-	r = crypto_begin(&c);
+	r = sigv4_crypto_begin(&c);
 	if (r < 0)
 		return r;
-	r = hmac(&c, key, 32, msg, len, mac);
-	crypto_done(&c);
+	r = sigv4_hmac(&c, key, 32, msg, len, mac);
+	sigv4_crypto_done(&c);
 	if (r < 0)
 		return r;
 	hex_encode(mac, 32, hex);
@@ -230,11 +230,11 @@ int sigv4_sha256_hex(const void *p, size_t len, char hex[SIGV4_SIG_HEX + 1])
 	uint8_t md[32];
 	int r;
 
-	r = crypto_begin(&c);
+	r = sigv4_crypto_begin(&c);
 	if (r < 0)
 		return r;
 	r = sha256(&c, p, len, md);
-	crypto_done(&c);
+	sigv4_crypto_done(&c);
 	if (r < 0)
 		return r;
 	hex_encode(md, 32, hex);
@@ -266,11 +266,11 @@ int sigv4_string_to_sign(const char *timestamp, const char *scope, const void *c
 	struct crypto c;
 	int r;
 
-	r = crypto_begin(&c);
+	r = sigv4_crypto_begin(&c);
 	if (r < 0)
 		return r;
 	r = string_to_sign(&c, timestamp, scope, creq, creq_len, out);
-	crypto_done(&c);
+	sigv4_crypto_done(&c);
 	return r;
 }
 
@@ -285,14 +285,14 @@ static int compute_signature(struct crypto *c, struct buf *scratch, const struct
 	int r;
 
 	(void)buf_reset(scratch);
-	r = canonical_request(req, canon, token, scratch);
+	r = sigv4_canonical_request_token(req, canon, token, scratch);
 	if (r < 0)
 		return r;
 	creq_len = buf_len(scratch);
 	r = string_to_sign(c, timestamp, scope, buf_ptr(scratch), creq_len, scratch);
 	if (r < 0)
 		return r;
-	r = hmac(c, key, 32, buf_ptr(scratch) + creq_len, buf_len(scratch) - creq_len, mac);
+	r = sigv4_hmac(c, key, 32, buf_ptr(scratch) + creq_len, buf_len(scratch) - creq_len, mac);
 	if (r < 0)
 		return r;
 	hex_encode(mac, 32, sig);
@@ -340,7 +340,7 @@ static int all_signed_headers(const struct sigv4_request *req, char **ret)
 	if (!names || !b)
 		return -ENOMEM;
 	for (size_t i = 0; i < req->n_headers; i++)
-		if (!header_is(&req->headers[i], "authorization"))
+		if (!sigv4_header_is(&req->headers[i], "authorization"))
 			names[n++] = (char *)req->headers[i].name;
 	for (size_t i = 0; i < n; i++) { /* insertion sort, case-insensitively */
 		for (size_t j = i; j > 0 && strcasecmp(names[j - 1], names[j]) > 0; j--) {
@@ -377,7 +377,7 @@ int sigv4_sign_header(const struct sigv4_request *req, const struct sigv4_sign_i
 	if (!in || !in->key_id || !in->timestamp || !in->region || !in->service ||
 	    !in->payload_hash || !is_timestamp(span_of(in->timestamp, strlen(in->timestamp))))
 		return SLATE_ERR_INVALID_FORMAT;
-	r = request_check(req);
+	r = sigv4_request_check(req);
 	if (r < 0)
 		return r;
 	if (!in->signed_headers) {
@@ -394,7 +394,7 @@ int sigv4_sign_header(const struct sigv4_request *req, const struct sigv4_sign_i
 	scratch = buf_new(CANON_MAX);
 	if (!scratch)
 		return -ENOMEM;
-	r = crypto_begin(&c);
+	r = sigv4_crypto_begin(&c);
 	if (r < 0)
 		return r;
 	char date[9];
@@ -404,7 +404,7 @@ int sigv4_sign_header(const struct sigv4_request *req, const struct sigv4_sign_i
 	if (r >= 0)
 		r = compute_signature(&c, scratch, req, &canon, NULL, in->timestamp, scope, key,
 		                      sig);
-	crypto_done(&c);
+	sigv4_crypto_done(&c);
 	sodium_memzero(key, sizeof(key));
 	if (r < 0)
 		return r;
@@ -418,22 +418,22 @@ static int detect(const struct sigv4_request *req, struct sigv4_auth *ret)
 	size_t count;
 	int kind = SIGV4_AUTH_NONE, r;
 
-	r = request_check(req);
+	r = sigv4_request_check(req);
 	if (r < 0)
 		return r;
-	authz = header_get(req, "authorization", &count);
+	authz = sigv4_header_get(req, "authorization", &count);
 	if (count > 1)
 		return SLATE_ERR_INVALID_FORMAT;
 	if (authz) {
 		struct span s = span_of(authz, strlen(authz));
-		if (span_starts(s, SIGV4_ALGORITHM " ") || is_other_aws_scheme(s)) {
+		if (span_starts(s, SIGV4_ALGORITHM " ") || sigv4_is_other_aws_scheme(s)) {
 			r = sigv4_parse_authorization(authz, s.n, ret);
 			if (r < 0)
 				return r;
 			kind = SIGV4_AUTH_HEADER;
 		}
 	}
-	target_split(req->target, &path, &query);
+	sigv4_target_split(req->target, &path, &query);
 	struct sigv4_auth qa;
 	r = sigv4_parse_query(query.p, query.n, &qa);
 	if (r < 0)
@@ -459,7 +459,7 @@ bool sigv4_request_needs_body_hash(const struct sigv4_request *req)
 
 	if (detect(req, &a) != SIGV4_AUTH_HEADER)
 		return false;
-	return header_get(req, "x-amz-content-sha256", NULL) == NULL;
+	return sigv4_header_get(req, "x-amz-content-sha256", NULL) == NULL;
 }
 
 void sigv4_resigned_free(struct sigv4_resigned *r)
@@ -624,13 +624,13 @@ static int presigned_target(struct span path, struct span query, const char *cre
 	                      &(uint8_t *){NULL}) < 0)
 		return -ENOMEM;
 	(void)buf_reset(b);
-	r = query_parse(query, &params, &n);
+	r = sigv4_query_parse(query, &params, &n);
 	if (r < 0)
 		return r;
 	if ((r = buf_put(b, path.p, path.n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		int k = qparam_classify(params[i].key);
+		int k = sigv4_qparam_classify(params[i].key);
 		if (k < 0)
 			return k;
 		if ((r = buf_put_u8(b, i == 0 ? '?' : '&')) < 0)
@@ -642,10 +642,10 @@ static int presigned_target(struct span path, struct span query, const char *cre
 		}
 		switch (k) {
 		case QP_CREDENTIAL:
-			r = put_encoded(b, span_of(credential, strlen(credential)), false);
+			r = sigv4_put_encoded(b, span_of(credential, strlen(credential)), false);
 			break;
 		case QP_TOKEN:
-			r = token ? put_encoded(b, *token, false) : SIGV4_ERR_TOKEN_MISMATCH;
+			r = token ? sigv4_put_encoded(b, *token, false) : SIGV4_ERR_TOKEN_MISMATCH;
 			token_done = true;
 			break;
 		case QP_SIGNATURE:
@@ -661,7 +661,7 @@ static int presigned_target(struct span path, struct span query, const char *cre
 	}
 	if (token && !token_done &&
 	    ((r = buf_put(b, "&X-Amz-Security-Token=", strlen("&X-Amz-Security-Token="))) < 0 ||
-	     (r = put_encoded(b, *token, false)) < 0))
+	     (r = sigv4_put_encoded(b, *token, false)) < 0))
 		return r;
 	*ret = buf_dup_string(b);
 	if (!*ret)
@@ -708,7 +708,7 @@ struct resign_ctx {
 
 static void resign_ctx_done(struct resign_ctx *x)
 {
-	crypto_done(&x->c);
+	sigv4_crypto_done(&x->c);
 	buf_free(x->scratch);
 	secure_string_free(&x->new_target);
 	sodium_memzero(x->key_id, sizeof(x->key_id));
@@ -725,14 +725,14 @@ static int resign_read(const struct sigv4_request *req, struct resign_ctx *x)
 	x->kind = detect(req, &x->auth);
 	if (x->kind <= 0)
 		return x->kind;
-	target_split(req->target, &x->path, &x->query);
-	(void)header_get(req, "host", &count);
+	sigv4_target_split(req->target, &x->path, &x->query);
+	(void)sigv4_header_get(req, "host", &count);
 	if (count != 1)
 		return SLATE_ERR_INVALID_FORMAT;
 
 	/* The timestamp the guest signed at; it stays (it is signed, and so is its date). */
 	if (x->kind == SIGV4_AUTH_HEADER) {
-		x->timestamp = header_get(req, "x-amz-date", &count);
+		x->timestamp = sigv4_header_get(req, "x-amz-date", &count);
 		if (count > 1)
 			return SLATE_ERR_INVALID_FORMAT;
 		if (!x->timestamp)
@@ -746,14 +746,14 @@ static int resign_read(const struct sigv4_request *req, struct resign_ctx *x)
 	} else {
 		x->timestamp = x->auth.timestamp;
 		/* The token goes in the query; one in a header as well would be forwarded as is. */
-		(void)header_get(req, "x-amz-security-token", &count);
+		(void)sigv4_header_get(req, "x-amz-security-token", &count);
 		if (count > 0)
 			return SLATE_ERR_INVALID_FORMAT;
 	}
 
 	/* What the payload line of the canonical request says. */
 	x->payload = PAYLOAD_UNSIGNED;
-	v = header_get(req, "x-amz-content-sha256", &count);
+	v = sigv4_header_get(req, "x-amz-content-sha256", &count);
 	if (count > 1)
 		return SLATE_ERR_INVALID_FORMAT;
 	if (v) {
@@ -812,7 +812,7 @@ static int resign_check_token(const struct sigv4_request *req, struct resign_ctx
 	int r = 0;
 
 	if (x->kind == SIGV4_AUTH_HEADER) {
-		v = header_get(req, "x-amz-security-token", &count);
+		v = sigv4_header_get(req, "x-amz-security-token", &count);
 		if (count > 1)
 			return SLATE_ERR_INVALID_FORMAT;
 		if (v && (!x->token.p ||
@@ -825,11 +825,11 @@ static int resign_check_token(const struct sigv4_request *req, struct resign_ctx
 		size_t n = 0;
 		if (!tok)
 			return -ENOMEM;
-		r = query_parse(x->query, &params, &n);
+		r = sigv4_query_parse(x->query, &params, &n);
 		for (size_t i = 0; r >= 0 && i < n; i++) {
-			if (qparam_classify(params[i].key) != QP_TOKEN)
+			if (sigv4_qparam_classify(params[i].key) != QP_TOKEN)
 				continue;
-			r = decode_to(params[i].value, tok, TOKEN_MAX);
+			r = sigv4_decode_to(params[i].value, tok, TOKEN_MAX);
 			if (r >= 0 &&
 			    (!x->token.p ||
 			     !placeholder_eq(tok, (size_t)r, x->cred.placeholder_session_token)))
@@ -922,7 +922,7 @@ static int resign_sign(const struct sigv4_request *req, struct resign_ctx *x)
 static int decoded_length(const struct sigv4_request *req, int64_t *ret)
 {
 	size_t count, n;
-	const char *v = header_get(req, "x-amz-decoded-content-length", &count);
+	const char *v = sigv4_header_get(req, "x-amz-decoded-content-length", &count);
 	int64_t decoded = 0;
 
 	*ret = -1;
@@ -1000,7 +1000,7 @@ int sigv4_resign(const struct sigv4_request *req, sigv4_lookup_fn lookup, void *
 		goto out;
 	}
 	(void)buf_reset(x.scratch); /* keeps the 4 KiB: no reallocation for a usual request */
-	if ((r = crypto_begin(&x.c)) < 0 || (r = resign_check_guest(req, &x)) < 0 ||
+	if ((r = sigv4_crypto_begin(&x.c)) < 0 || (r = resign_check_guest(req, &x)) < 0 ||
 	    (r = resign_sign(req, &x)) < 0)
 		goto out;
 	res = calloc(1, sizeof(*res));

@@ -161,7 +161,7 @@ int subst_body(enum subst_body_type type, const uint8_t *p, size_t n,
 		long m;
 
 		if (type == SUBST_BODY_FORM) {
-			if (pct_escape((const char *)p + i, n - i) >= 0) {
+			if (hex_pct_escape((const char *)p + i, n - i) >= 0) {
 				i += 3; /* an escape: no placeholder starts inside it */
 				continue;
 			}
@@ -213,7 +213,7 @@ static bool pct_equal(const char *p, size_t n, const char *want)
 
 	for (size_t i = 0; i < n; i++, w++) {
 		uint8_t c = (uint8_t)p[i];
-		int e = pct_escape(p + i, n - i);
+		int e = hex_pct_escape(p + i, n - i);
 		if (e >= 0) {
 			c = (uint8_t)e;
 			i += 2;

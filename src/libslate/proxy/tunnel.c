@@ -13,8 +13,9 @@
 
 #include "proxy/ca.h"
 #include "proxy/internal.h"
+#include "util/time.h"
 
-int sni_cb(SSL *ssl, int *alert, void *arg)
+int proxy_sni_cb(SSL *ssl, int *alert, void *arg)
 {
 	struct conn *c = SSL_get_app_data(ssl);
 	const char *sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
@@ -33,8 +34,8 @@ int sni_cb(SSL *ssl, int *alert, void *arg)
 	return SSL_TLSEXT_ERR_OK;
 }
 
-int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
-            unsigned int inlen, void *arg)
+int proxy_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                  const unsigned char *in, unsigned int inlen, void *arg)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
 
@@ -65,9 +66,9 @@ static void *handshakes_thread(void *arg)
 		h->r = -1;
 		return NULL;
 	}
-	set_timeouts(h->c->cl.fd, PROXY_UPSTREAM_TIMEOUT_MS);
+	proxy_set_timeouts(h->c->cl.fd, PROXY_UPSTREAM_TIMEOUT_MS);
 	h->c->in_tunnel = true;
-	h->r = up_tls(h->c, h->c->t_host, h->e) < 0 ? -2 : 0;
+	h->r = proxy_up_tls(h->c, h->c->t_host, h->e) < 0 ? -2 : 0;
 	return NULL;
 }
 
@@ -112,12 +113,12 @@ static bool connect_leaks(struct conn *c, const struct http_head *h, const char 
 	struct hits hs = {.c = c, .host = host, .leak = -1};
 
 	leak->where = "CONNECT target";
-	if (scan_piece(&hs, h->target, strlen(h->target)) < 0) {
+	if (proxy_scan_piece(&hs, h->target, strlen(h->target)) < 0) {
 		leak->where = "header";
 		for (size_t i = 0; i < h->n_fields && hs.leak < 0; i++)
-			if (scan_piece(&hs, h->fields[i].name, strlen(h->fields[i].name)) < 0)
-				(void)scan_piece(&hs, h->fields[i].value,
-				                 strlen(h->fields[i].value));
+			if (proxy_scan_piece(&hs, h->fields[i].name, strlen(h->fields[i].name)) < 0)
+				(void)proxy_scan_piece(&hs, h->fields[i].value,
+				                       strlen(h->fields[i].value));
 	}
 	leak->pat = hs.leak;
 	return leak->pat >= 0;
@@ -144,30 +145,31 @@ static int connect_open(struct conn *c, const struct http_head *h, double t0)
 		c->t_port = 0;
 	}
 	if (connect_leaks(c, h, parsed ? c->t_host : "", &leak)) {
-		report_leak(c, leak.pat, leak.where, c->t_host, c->t_port, h->method, NULL, true);
+		proxy_report_leak(c, leak.pat, leak.where, c->t_host, c->t_port, h->method, NULL,
+		                  true);
 		return -1;
 	}
 	if (!parsed) {
-		respond(c, 400, "slate egress proxy: CONNECT needs host:port");
+		proxy_respond(c, 400, "slate egress proxy: CONNECT needs host:port");
 		return -1;
 	}
 	if (h->framing != HTTP_BODY_NONE) {
-		respond(c, 400, "slate egress proxy: CONNECT with a body");
+		proxy_respond(c, 400, "slate egress proxy: CONNECT with a body");
 		return -1;
 	}
 	if (!egress_policy_allows_host(c->policy, c->t_host, NULL)) {
 		(void)snprintf(why, sizeof(why), "%s is not allowed by the egress policy of %s",
 		               c->t_host, c->ws);
-		respond(c, 403, "slate egress proxy: %s", why);
-		audit_tunnel(c, NULL, 403, 0, 0, t0, why);
+		proxy_respond(c, 403, "slate egress proxy: %s", why);
+		proxy_audit_tunnel(c, NULL, 403, 0, 0, t0, why);
 		return -1;
 	}
-	if (up_connect(c, c->t_host, c->t_port, &e) < 0) {
-		respond(c, e.status, "slate egress proxy: %s", e.msg);
-		audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
+	if (proxy_up_connect(c, c->t_host, c->t_port, &e) < 0) {
+		proxy_respond(c, e.status, "slate egress proxy: %s", e.msg);
+		proxy_audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
 		return -1;
 	}
-	if (io_write(&c->cl, "HTTP/1.1 200 Connection established\r\n\r\n", 39) < 0)
+	if (proxy_io_write(&c->cl, "HTTP/1.1 200 Connection established\r\n\r\n", 39) < 0)
 		return -1;
 	return 0;
 }
@@ -186,8 +188,8 @@ static int connect_first_is_tls(struct conn *c, double t0)
 	int r;
 
 	if (buf_len(c->cl.in) > 0 && buf_ptr(c->cl.in)[0] == 0x16) {
-		audit_tunnel(c, NULL, 400, 0, 0, t0,
-		             "a TLS handshake sent before the tunnel was established");
+		proxy_audit_tunnel(c, NULL, 400, 0, 0, t0,
+		                   "a TLS handshake sent before the tunnel was established");
 		return -1;
 	}
 	if (buf_len(c->cl.in) > 0)
@@ -217,33 +219,33 @@ static void intercept(struct conn *c, double t0)
 	    egress_ca_use_leaf(c->p->ca, c->t_host, ssl) < 0)
 		return;
 	SSL_set_app_data(ssl, c);
-	set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
+	proxy_set_timeouts(c->cl.fd, PROXY_HEAD_TIMEOUT_MS);
 	r = handshakes(c, ssl, &e);
 	if (r == -1) {
 		if (c->sni_mismatch) {
 			(void)snprintf(why, sizeof(why),
 			               "TLS server name %s does not match the CONNECT target %s",
 			               c->sni, c->t_host);
-			audit_tunnel(c, NULL, 421, 0, 0, t0, why);
+			proxy_audit_tunnel(c, NULL, 421, 0, 0, t0, why);
 		}
 		return;
 	}
 	c->cl.ssl = TAKE_PTR(ssl);
 	if (r < 0) {
-		respond(c, e.status, "slate egress proxy: %s", e.msg);
-		audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
+		proxy_respond(c, e.status, "slate egress proxy: %s", e.msg);
+		proxy_audit_tunnel(c, NULL, e.status, 0, 0, t0, e.msg);
 		return;
 	}
-	serve_http(c);
+	proxy_serve_http(c);
 	(void)SSL_shutdown(c->cl.ssl);
 }
 
 /* CONNECT host:port. Consumes the connection. */
-void handle_connect(struct conn *c, struct http_head *h)
+void proxy_handle_connect(struct conn *c, struct http_head *h)
 {
 	struct leak_info leak;
 	uint64_t up = 0, down = 0;
-	double t0 = now_ms();
+	double t0 = time_mono_s();
 	int r;
 
 	if (connect_open(c, h, t0) < 0)
@@ -256,11 +258,11 @@ void handle_connect(struct conn *c, struct http_head *h)
 		return;
 	}
 	/* Opaque: SSH or anything else that is not TLS, scanned as it passes. */
-	r = relay_both(c, c->t_host, &up, &down, &leak);
+	r = proxy_relay_both(c, c->t_host, &up, &down, &leak);
 	if (r == FWD_LEAK) {
-		up_close(c);
-		report_leak(c, leak.pat, "tunnel", c->t_host, c->t_port, NULL, NULL, false);
+		proxy_up_close(c);
+		proxy_report_leak(c, leak.pat, "tunnel", c->t_host, c->t_port, NULL, NULL, false);
 		return;
 	}
-	audit_tunnel(c, "opaque", 200, up, down, t0, NULL);
+	proxy_audit_tunnel(c, "opaque", 200, up, down, t0, NULL);
 }

@@ -22,7 +22,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 
-void up_close(struct conn *c)
+void proxy_up_close(struct conn *c)
 {
 	int fd;
 
@@ -41,7 +41,7 @@ void up_close(struct conn *c)
 	c->u_port = 0;
 }
 
-_printf_(3, 4) int up_fail(struct up_error *e, unsigned status, const char *fmt, ...)
+_printf_(3, 4) int proxy_up_fail(struct up_error *e, unsigned status, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -79,7 +79,7 @@ static int connect_one(const struct addrinfo *ai, int *ret_fd)
 	if (fs_set_nonblock(fd, false) < 0)
 		return -errno;
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	set_timeouts(fd, PROXY_UPSTREAM_TIMEOUT_MS);
+	proxy_set_timeouts(fd, PROXY_UPSTREAM_TIMEOUT_MS);
 	*ret_fd = TAKE_FD(fd);
 	return 0;
 }
@@ -105,7 +105,7 @@ static void addr_text(const struct sockaddr *sa, char *out, size_t len)
  * Resolves host:port (or its test override), drops addresses the policy refuses, connects to
  * the first that answers. Returns 0 with c->up connected, or < 0 with e filled.
  */
-int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error *e)
+int proxy_up_connect(struct conn *c, const char *host, uint16_t port, struct up_error *e)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
 	struct addrinfo *res = NULL;
@@ -114,7 +114,7 @@ int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error 
 	uint16_t cport = port;
 	int r, last = -ECONNREFUSED, fd = -1;
 
-	up_close(c);
+	proxy_up_close(c);
 	for (size_t i = 0; i < c->p->n_overrides; i++)
 		if (streq(c->p->overrides[i].host, host) && c->p->overrides[i].port == port) {
 			name = c->p->overrides[i].addr;
@@ -127,7 +127,7 @@ int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error 
 	(void)snprintf(portstr, sizeof(portstr), "%u", (unsigned)cport);
 	r = getaddrinfo(name, portstr, &hints, &res);
 	if (r != 0)
-		return up_fail(e, 502, "cannot resolve %s: %s", host, gai_strerror(r));
+		return proxy_up_fail(e, 502, "cannot resolve %s: %s", host, gai_strerror(r));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		enum addr_class cls;
 		char at[INET6_ADDRSTRLEN + 8];
@@ -137,7 +137,7 @@ int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error 
 		if (!egress_policy_allows_addr(c->policy, ai->ai_addr, &cls)) {
 			if (!refused[0])
 				(void)snprintf(refused, sizeof(refused), "%s (%s)", at,
-				               addr_class_name(cls));
+				               host_addr_class_name(cls));
 			continue;
 		}
 		r = connect_one(ai, &fd);
@@ -150,13 +150,15 @@ int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error 
 	freeaddrinfo(res);
 	if (fd < 0) {
 		if (refused[0] && last == -ECONNREFUSED)
-			return up_fail(e, 403,
-			               "%s resolves to %s, which workspaces may not reach unless "
-			               "the address is allowed explicitly ('slate egress %s allow "
-			               "ADDRESS')",
-			               host, refused, c->ws);
-		return up_fail(e, last == -ETIMEDOUT ? 504 : 502, "cannot connect to %s:%u: %s",
-		               host, (unsigned)port, slate_strerror(last));
+			return proxy_up_fail(
+			        e, 403,
+			        "%s resolves to %s, which workspaces may not reach unless "
+			        "the address is allowed explicitly ('slate egress %s allow "
+			        "ADDRESS')",
+			        host, refused, c->ws);
+		return proxy_up_fail(e, last == -ETIMEDOUT ? 504 : 502,
+		                     "cannot connect to %s:%u: %s", host, (unsigned)port,
+		                     slate_strerror(last));
 	}
 	pthread_mutex_lock(&c->p->lock);
 	c->up.fd = fd;
@@ -171,26 +173,26 @@ int up_connect(struct conn *c, const char *host, uint16_t port, struct up_error 
 
 /* TLS to the server on the connected c->up: the system trust store (plus the test CA), the
  * host name checked, ALPN http/1.1. */
-int up_tls(struct conn *c, const char *host, struct up_error *e)
+int proxy_up_tls(struct conn *c, const char *host, struct up_error *e)
 {
 	_cleanup_(SSL_freep) SSL *ssl = SSL_new(c->p->client_ctx);
 	long vr;
 
 	if (!ssl || SSL_set_fd(ssl, c->up.fd) != 1)
-		return up_fail(e, 502, "TLS setup failed");
+		return proxy_up_fail(e, 502, "TLS setup failed");
 	if (host_is_ip(host)) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1)
-			return up_fail(e, 502, "TLS setup failed");
+			return proxy_up_fail(e, 502, "TLS setup failed");
 	} else if (SSL_set_tlsext_host_name(ssl, host) != 1 || SSL_set1_host(ssl, host) != 1)
-		return up_fail(e, 502, "TLS setup failed");
+		return proxy_up_fail(e, 502, "TLS setup failed");
 	ERR_clear_error();
 	if (SSL_connect(ssl) != 1) {
 		vr = SSL_get_verify_result(ssl);
 		ERR_clear_error();
 		if (vr != X509_V_OK)
-			return up_fail(e, 502, "the certificate of %s cannot be trusted: %s", host,
-			               X509_verify_cert_error_string(vr));
-		return up_fail(e, 502, "TLS handshake with %s failed", host);
+			return proxy_up_fail(e, 502, "the certificate of %s cannot be trusted: %s",
+			                     host, X509_verify_cert_error_string(vr));
+		return proxy_up_fail(e, 502, "TLS handshake with %s failed", host);
 	}
 	c->up.ssl = TAKE_PTR(ssl);
 	c->u_tls = true;
@@ -226,20 +228,20 @@ static bool up_usable(struct conn *c)
 }
 
 /* Makes sure c->up goes to host:port (TLS inside a tunnel), reusing a kept connection. */
-int up_ensure(struct conn *c, const char *host, uint16_t port, struct up_error *e)
+int proxy_up_ensure(struct conn *c, const char *host, uint16_t port, struct up_error *e)
 {
 	int r;
 
 	if (c->up.fd >= 0 && streq(c->u_host, host) && c->u_port == port &&
 	    c->u_tls == c->in_tunnel && up_usable(c))
 		return 0;
-	r = up_connect(c, host, port, e);
+	r = proxy_up_connect(c, host, port, e);
 	if (r < 0)
 		return r;
 	if (c->in_tunnel) {
-		r = up_tls(c, host, e);
+		r = proxy_up_tls(c, host, e);
 		if (r < 0) {
-			up_close(c);
+			proxy_up_close(c);
 			return r;
 		}
 	}

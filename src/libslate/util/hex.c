@@ -34,7 +34,7 @@ int hex_decode(const char *s, size_t n, uint8_t *out, unsigned flags)
 	return 0;
 }
 
-int pct_escape(const char *p, size_t n)
+int hex_pct_escape(const char *p, size_t n)
 {
 	int hi, lo;
 
@@ -45,12 +45,12 @@ int pct_escape(const char *p, size_t n)
 	return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
 }
 
-long pct_decode(const char *p, size_t n, char *dst, size_t max, unsigned flags)
+long hex_pct_decode(const char *p, size_t n, char *dst, size_t max, unsigned flags)
 {
 	size_t out = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		int e = pct_escape(p + i, n - i);
+		int e = hex_pct_escape(p + i, n - i);
 		char c = p[i];
 
 		if (e >= 0) {

@@ -30,8 +30,8 @@ enum {
 
 /* If the n bytes at p start with an escape ('%' and two hex digits, either case): its byte.
  * Otherwise -1. */
-int pct_escape(const char *p, size_t n);
+int hex_pct_escape(const char *p, size_t n);
 /* Percent-decodes the n bytes at p into dst (room for max bytes and a NUL, which it writes).
  * Returns the decoded length, or SLATE_ERR_INVALID_FORMAT (PCT_STRICT, a bad escape) or
  * SLATE_ERR_TOO_LARGE (over max, without PCT_TRUNCATE). */
-long pct_decode(const char *p, size_t n, char *dst, size_t max, unsigned flags);
+long hex_pct_decode(const char *p, size_t n, char *dst, size_t max, unsigned flags);

@@ -427,7 +427,7 @@ void host_format_authority(const char *host, uint16_t port, char *out, size_t le
 		(void)snprintf(out, len, "%s:%u", host, (unsigned)port);
 }
 
-const char *addr_class_name(enum addr_class c)
+const char *host_addr_class_name(enum addr_class c)
 {
 	static const char *const names[] = {
 	        [ADDR_PUBLIC] = "public",         [ADDR_LOOPBACK] = "loopback",
@@ -486,7 +486,7 @@ static bool prefix6(const uint8_t *a, const uint8_t *net, unsigned bits)
 	return ((a[bytes] ^ net[bytes]) & (uint8_t)(0xff << (8 - rest))) == 0;
 }
 
-bool ip6_embedded_v4(const uint8_t *a, uint32_t *ret)
+bool host_ip6_embedded_v4(const uint8_t *a, uint32_t *ret)
 {
 	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};            /* RFC 6052 */
@@ -523,7 +523,7 @@ static enum addr_class classify6(const uint8_t *a)
 		return ADDR_HOST_LOCAL;
 	if (memcmp(a, loop, 16) == 0)
 		return ADDR_LOOPBACK;
-	if (ip6_embedded_v4(a, &v4))
+	if (host_ip6_embedded_v4(a, &v4))
 		return classify4(v4);
 	if (memcmp(a, ec2, 16) == 0)
 		return ADDR_METADATA;
@@ -540,7 +540,7 @@ static enum addr_class classify6(const uint8_t *a)
 	return ADDR_PUBLIC;
 }
 
-enum addr_class addr_classify(const struct sockaddr *sa)
+enum addr_class host_addr_classify(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
 		return classify4(
@@ -551,7 +551,7 @@ enum addr_class addr_classify(const struct sockaddr *sa)
 	return ADDR_RESERVED;
 }
 
-int ip_net_parse(const char *s, struct ip_net *ret)
+int host_net_parse(const char *s, struct ip_net *ret)
 {
 	char tmp[INET6_ADDRSTRLEN + 8];
 	const char *slash = strchr(s, '/');
@@ -603,7 +603,7 @@ int ip_net_parse(const char *s, struct ip_net *ret)
 	return 0;
 }
 
-void ip_net_format(const struct ip_net *n, char *out, size_t len)
+void host_net_format(const struct ip_net *n, char *out, size_t len)
 {
 	char a[INET6_ADDRSTRLEN];
 
@@ -615,7 +615,7 @@ void ip_net_format(const struct ip_net *n, char *out, size_t len)
 		(void)snprintf(out, len, "%s/%u", a, n->prefix);
 }
 
-bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa)
+bool host_net_contains(const struct ip_net *n, const struct sockaddr *sa)
 {
 	uint8_t a[4];
 	uint32_t v4;
@@ -631,7 +631,7 @@ bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa)
 			return prefix6(p, n->addr, n->prefix);
 		/* An IPv4 network holds the IPv6 addresses that carry one of its addresses: they
 		 * reach it (through a translator or a tunnel) as surely as the address itself. */
-		if (n->family != AF_INET || !ip6_embedded_v4(p, &v4))
+		if (n->family != AF_INET || !host_ip6_embedded_v4(p, &v4))
 			return false;
 		a[0] = (uint8_t)(v4 >> 24);
 		a[1] = (uint8_t)(v4 >> 16);

@@ -103,7 +103,7 @@ enum addr_class {
 	ADDR_RESERVED, /* broadcast, 240/4, documentation, benchmarking, IETF assignments */
 };
 /* "public", "loopback", "private", ... */
-const char *addr_class_name(enum addr_class c);
+const char *host_addr_class_name(enum addr_class c);
 /*
  * Whether the IPv6 address a (16 bytes) carries an IPv4 address, and which (host order) in
  * *ret: IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 with
@@ -111,10 +111,10 @@ const char *addr_class_name(enum addr_class c);
  * address: the last 32 bits XOR 0xffffffff). Such an address reaches the IPv4 one through a
  * translator or a tunnel, so every address check judges it as that IPv4 address.
  */
-bool ip6_embedded_v4(const uint8_t *a, uint32_t *ret);
-/* Classifies an AF_INET or AF_INET6 address (one that carries an IPv4 address, ip6_embedded_v4,
+bool host_ip6_embedded_v4(const uint8_t *a, uint32_t *ret);
+/* Classifies an AF_INET or AF_INET6 address (one that carries an IPv4 address, host_ip6_embedded_v4,
  * by that address). Anything else is ADDR_RESERVED. */
-enum addr_class addr_classify(const struct sockaddr *sa);
+enum addr_class host_addr_classify(const struct sockaddr *sa);
 
 /* An address or a network ("10.0.0.0/8", "127.0.0.1", "::1", "[fd00::]/8"). */
 struct ip_net {
@@ -123,10 +123,10 @@ struct ip_net {
 	unsigned prefix;
 };
 /* Returns 0, or -EINVAL when s is not an address or network (host bits set are refused). */
-int ip_net_parse(const char *s, struct ip_net *ret);
+int host_net_parse(const char *s, struct ip_net *ret);
 /* Writes the canonical text form ("10.0.0.0/8", or just the address for a full prefix). */
-void ip_net_format(const struct ip_net *n, char *out, size_t len);
+void host_net_format(const struct ip_net *n, char *out, size_t len);
 /* Whether sa (AF_INET/AF_INET6) lies inside n: an IPv6 network holds IPv6 addresses by prefix;
  * an IPv4 network holds IPv4 addresses and the IPv6 addresses carrying one of them
- * (ip6_embedded_v4: mapped, NAT64, 6to4, Teredo). */
-bool ip_net_contains(const struct ip_net *n, const struct sockaddr *sa);
+ * (host_ip6_embedded_v4: mapped, NAT64, 6to4, Teredo). */
+bool host_net_contains(const struct ip_net *n, const struct sockaddr *sa);

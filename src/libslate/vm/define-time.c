@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/define-time.h"
 #include "vm/domain.h"
 
@@ -34,14 +35,6 @@ struct define_job {
 	char uri[256];
 	char name[64];
 };
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void job_unref(struct define_job *j)
 {
@@ -105,9 +98,9 @@ static void *define_main(void *p)
 		(void)snprintf(err, sizeof(err), "cannot connect: %s", vm_last_error());
 	else {
 		sweep_leftovers(conn);
-		t0 = mono_s();
+		t0 = time_mono_s();
 		dom = virDomainDefineXML(conn, xml);
-		secs = mono_s() - t0;
+		secs = time_mono_s() - t0;
 		if (!dom) {
 			r = -EIO;
 			(void)snprintf(err, sizeof(err), "%s", vm_last_error());

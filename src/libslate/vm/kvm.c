@@ -13,6 +13,7 @@
 
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/kvm.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -43,11 +44,10 @@ static int write_boot_sector(int fd)
 /* Runs QEMU on the boot sector; returns its wait status, or -errno. */
 static int run_probe(const char *qemu, int img_fd, int *ret_status)
 {
-	struct timespec start, now;
+	int64_t start = time_mono_ms();
 	int status = 0;
 	pid_t pid, w;
 
-	(void)clock_gettime(CLOCK_MONOTONIC, &start);
 	pid = fork();
 	if (pid < 0)
 		return -errno;
@@ -70,8 +70,7 @@ static int run_probe(const char *qemu, int img_fd, int *ret_status)
 			break;
 		if (w < 0 && errno != EINTR)
 			return -errno;
-		(void)clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec - start.tv_sec >= VM_KVM_PROBE_TIMEOUT_S) {
+		if (time_mono_ms() - start >= VM_KVM_PROBE_TIMEOUT_S * 1000) {
 			/* A crawling KVM is no better than none. */
 			(void)kill(pid, SIGKILL);
 			(void)waitpid(pid, &status, 0);

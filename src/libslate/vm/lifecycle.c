@@ -14,6 +14,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/domain.h"
 #include "vm/kvm.h"
 #include "vm/lifecycle.h"
@@ -23,14 +24,6 @@
 #define UNDEFINE_FLAGS                                                                             \
 	(VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |               \
 	 VIR_DOMAIN_UNDEFINE_NVRAM)
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -215,7 +208,7 @@ static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned time
 			        "lines:\n%s",
 			        tail);
 		}
-		if (now_s() - t0 > timeout_s) {
+		if (time_mono_s() - t0 > timeout_s) {
 			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
 			return slate_error_set(err, -ETIMEDOUT,
 			                       "the guest did not report ready (\"" VM_READY_PREFIX
@@ -260,7 +253,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		if (r < 0)
 			return slate_error_set(err, r, "%s: %s", c->domain_name, vm_last_error());
 		step(progress, userdata, "resuming", "restoring the saved memory");
-		t0 = now_s();
+		t0 = time_mono_s();
 		if (virDomainCreate(dom) < 0)
 			return slate_error_set(
 			        err, -EIO,
@@ -268,7 +261,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 			        "discards it)",
 			        c->domain_name, vm_last_error());
 		res.resumed = true;
-		res.boot_s = now_s() - t0;
+		res.boot_s = time_mono_s() - t0;
 		*ret = res;
 		return 0;
 	}
@@ -281,7 +274,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 	/* virtlogd truncates it too (append='off'); never read an earlier boot's ready line. */
 	(void)unlink(c->console_log);
 	step(progress, userdata, "booting", c->kvm ? "KVM" : "TCG (no usable KVM: slower)");
-	t0 = now_s();
+	t0 = time_mono_s();
 	if (virDomainCreate(dom) < 0) {
 		char first[512];
 
@@ -299,7 +292,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		r = define(conn, template_text, &cc, &dom, err);
 		if (r < 0)
 			return r;
-		t0 = now_s();
+		t0 = time_mono_s();
 		if (virDomainCreate(dom) < 0) {
 			(void)slate_error_set(err, -EIO, "cannot start %s: %s", c->domain_name,
 			                      vm_last_error());
@@ -315,7 +308,7 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		destroy_and_forget(dom);
 		return r;
 	}
-	res.boot_s = now_s() - t0;
+	res.boot_s = time_mono_s() - t0;
 	*ret = res;
 	return 0;
 }
@@ -335,7 +328,7 @@ static int destroy_now(virDomainPtr dom, vm_progress_fn progress, void *userdata
  * idle timeout) sees the stop is still under way. */
 static int wait_inactive(virDomainPtr dom, double deadline, vm_progress_fn progress, void *userdata)
 {
-	double start = now_s(), next = start + 5;
+	double start = time_mono_s(), next = start + 5;
 
 	for (;;) {
 		int a = virDomainIsActive(dom);
@@ -343,12 +336,12 @@ static int wait_inactive(virDomainPtr dom, double deadline, vm_progress_fn progr
 			return 0;
 		if (a < 0)
 			return -EIO;
-		if (now_s() >= deadline)
+		if (time_mono_s() >= deadline)
 			return -ETIMEDOUT;
-		if (now_s() >= next) {
+		if (time_mono_s() >= next) {
 			char d[64];
 			(void)snprintf(d, sizeof(d), "for the guest to power off (%.0f s)",
-			               now_s() - start);
+			               time_mono_s() - start);
 			step(progress, userdata, "waiting", d);
 			next += 5;
 		}
@@ -363,7 +356,7 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
 	struct vm_stop_result res = {0};
 	enum vm_state state;
-	double t0 = now_s();
+	double t0 = time_mono_s();
 	int r;
 
 	r = vm_domain_lookup(conn, workspace, &dom);
@@ -389,7 +382,7 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 		if (virDomainManagedSave(dom, 0) < 0)
 			return slate_error_set(err, -EIO, "managed save failed: %s",
 			                       vm_last_error());
-		res.stop_s = now_s() - t0;
+		res.stop_s = time_mono_s() - t0;
 		*ret = res;
 		return 0;
 	case VM_STOP_FORCE:
@@ -438,7 +431,7 @@ int vm_stop(virConnectPtr conn, const char *workspace, enum vm_stop_mode mode, u
 	if (virDomainIsPersistent(dom) == 1 && virDomainUndefineFlags(dom, UNDEFINE_FLAGS) < 0)
 		log_ws(LOG_WARNING, workspace, "cannot undefine the stopped domain: %s",
 		       vm_last_error());
-	res.stop_s = now_s() - t0;
+	res.stop_s = time_mono_s() - t0;
 	*ret = res;
 	return 0;
 }
