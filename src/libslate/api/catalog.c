@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
+#include "api/render.h"
 #include "api/routes.h"
 #include "image/catalog.h"
 #include "image/pull.h"

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Egress policy routes (GET/POST /workspaces/:name/egress) and the parsing of a create
- * request's egress settings. The proxy service itself is the daemon's (daemon/egress.h).
+ * Egress policy routes (GET/POST /workspaces/:name/egress). The proxy service itself is the
+ * daemon's (daemon/egress.h).
  */
 #include <errno.h>
 #include <string.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "daemon/egress.h"
@@ -40,63 +41,6 @@ int handle_egress_get(struct api_request *req, struct api_reply *reply)
 		                       "cannot read the egress policy of %s: %s", name,
 		                       slate_strerror(r));
 	return reply_policy(reply, name, p);
-}
-
-int api_egress_from_json(struct json_object *o, struct egress_policy **ret, struct api_reply *reply)
-{
-	_cleanup_(egress_policy_freep) struct egress_policy *p = NULL;
-	struct json_object *rules = NULL;
-	const char *def = "allow-all";
-	int r;
-
-	if (!json_object_is_type(o, json_type_object) ||
-	    (json_object_object_get_ex(o, "default", NULL) &&
-	     json_get_string(o, "default", &def) < 0) ||
-	    (json_object_object_get_ex(o, "rules", NULL) && json_get_array(o, "rules", &rules) < 0))
-		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                       "egress: {\"default\": \"allow-all\"|\"deny-all\", "
-		                       "\"rules\": [{\"action\": \"allow\"|\"deny\", \"host\"}]}"),
-		       -EINVAL;
-	if (!streq(def, "allow-all") && !streq(def, "deny-all"))
-		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-		                       "egress: the default is allow-all or deny-all, not '%s'",
-		                       def),
-		       -EINVAL;
-	r = egress_policy_new(&p);
-	if (r >= 0)
-		r = egress_policy_apply(p, def, NULL);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; rules && i < json_object_array_length(rules); i++) {
-		struct json_object *x = json_object_array_get_idx(rules, i);
-		const char *action = NULL, *host = NULL;
-
-		if (json_get_string(x, "action", &action) < 0 ||
-		    json_get_string(x, "host", &host) < 0 ||
-		    (!streq(action, "allow") && !streq(action, "deny")))
-			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-			                       "egress rule %zu: {\"action\": \"allow\"|\"deny\", "
-			                       "\"host\": HOST}",
-			                       i + 1),
-			       -EINVAL;
-		/* The same checks as `slate egress NAME allow|deny HOST`. */
-		r = egress_policy_apply(p, action, host);
-		if (r == -EINVAL)
-			return api_reply_error(
-			               reply, 400, API_ERR_BAD_REQUEST,
-			               "--%s %s: invalid host: a host name, an IP address or "
-			               "a network (10.0.0.0/8)",
-			               action, host),
-			       -EINVAL;
-		if (r == -E2BIG)
-			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
-			                       "egress: at most %u rules", EGRESS_MAX_RULES),
-			       -EINVAL;
-		if (r < 0)
-			return r;
-	}
-	*ret = TAKE_PTR(p);
-	return 0;
 }
 
 int handle_egress_set(struct api_request *req, struct api_reply *reply)

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "api/access.h"
 #include "api/exec.h"
+#include "api/parse.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "daemon/exec.h"

@@ -6,43 +6,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
+#include "api/render.h"
 #include "api/routes.h"
 #include "image/store.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"
-
-const char *api_digest_text(const char *stored, char out[API_DIGEST_TEXT_MAX])
-{
-	if (!stored || !*stored)
-		return "";
-	if (strchr(stored, ':'))
-		return stored;
-	(void)snprintf(out, API_DIGEST_TEXT_MAX, "sha256:%s", stored);
-	return out;
-}
-
-struct json_object *api_image_json(const struct image_info *i, bool with_installed)
-{
-	_cleanup_json_ struct json_object *o = json_object_new_object();
-	char digest[API_DIGEST_TEXT_MAX];
-
-	if (!o || json_add_string(o, "id", i->id) < 0 ||
-	    json_add_int64(o, "version", i->version) < 0 ||
-	    json_add_bool(o, "local", i->local) < 0 || json_add_bool(o, "signed", !i->local) < 0 ||
-	    json_add_string(o, "digest", api_digest_text(i->sha256, digest)) < 0 ||
-	    json_add_int64(o, "size", (int64_t)i->size) < 0 ||
-	    json_add_string(o, "boot", i->kernel_boot ? "kernel" : "firmware") < 0 ||
-	    (with_installed && json_add_int64(o, "installed", i->installed) < 0))
-		return NULL;
-	if (i->cmdline)
-		(void)json_add_string(o, "cmdline", i->cmdline);
-	if (i->description)
-		(void)json_add_string(o, "description", i->description);
-	return TAKE_PTR(o);
-}
 
 int handle_image_list(struct api_request *req, struct api_reply *reply)
 {

@@ -7,6 +7,9 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/api/client.c src/libslate/api/client.h \
 	src/libslate/api/dial.c src/libslate/api/dial.h \
 	src/libslate/api/routes.c src/libslate/api/routes.h \
+	src/libslate/api/access.c src/libslate/api/access.h \
+	src/libslate/api/parse.c src/libslate/api/parse.h \
+	src/libslate/api/render.c src/libslate/api/render.h \
 	src/libslate/api/workspaces.c src/libslate/api/images.c src/libslate/api/trace.c \
 	src/libslate/api/catalog.c \
 	src/libslate/api/secrets.c \

@@ -24,25 +24,6 @@
 #include "vm/kvm.h"
 #include "vm/qemu-user.h"
 
-int api_need_workspaces(const struct daemon_ctx *d, struct api_reply *reply)
-{
-	if (d->workspaces)
-		return 0;
-	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE,
-	                      "workspace storage is unavailable: %s",
-	                      d->storage_error ? d->storage_error : "not opened");
-	return -ENODEV;
-}
-
-int api_need_images(const struct daemon_ctx *d, struct api_reply *reply)
-{
-	if (d->storage)
-		return 0;
-	(void)api_reply_error(reply, 503, API_ERR_UNAVAILABLE, "image storage unavailable: %s",
-	                      d->storage_error ? d->storage_error : "not opened");
-	return -ENODEV;
-}
-
 static struct json_object *caller_json(const struct api_caller *c)
 {
 	struct json_object *o = json_object_new_object();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"

@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/keys.h"
 #include "agent/openssh.h"
+#include "api/access.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "daemon/agent.h"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "util/error.h"

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api/access.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
@@ -273,35 +274,4 @@ int handle_workspace_console(struct api_request *req, struct api_reply *reply)
 	j->fd = -1;
 	memcpy(j->name, req->params[0], strnlen(req->params[0], WORKSPACE_NAME_MAX));
 	return api_reply_upgrade(reply, CONSOLE_PROTOCOL, console_bridge, j, free);
-}
-
-int vm_workspace_json(struct daemon_ctx *d, const char *name, int active, struct json_object *o)
-{
-	const char *accel = NULL;
-	enum vm_state st;
-
-	if (active > 0 && vm_workspace_state_uri(d->libvirt_uri, name, &st) >= 0 &&
-	    (st == VM_STATE_SUSPENDED || st == VM_STATE_PAUSED))
-		(void)json_add_string(o, "state", vm_state_name(st));
-	if (active <= 0 || vm_workspace_accel(d->libvirt_uri, name, &accel) < 0)
-		accel = vm_accel_name(vm_kvm_usable(d->libvirt_uri) > 0);
-	if (active > 0 && d->channels) {
-		struct channel_info ci;
-		struct json_object *c;
-		if (channels_info(d->channels, name, &ci) >= 0 && (c = json_object_new_object())) {
-			(void)json_add_bool(c, "connected", ci.connected);
-			(void)json_add_bool(c, "ready", ci.ready);
-			(void)json_add_int64(c, "streams", ci.streams);
-			(void)json_add_int64(c, "sessions", (int64_t)ci.sessions);
-			(void)json_add_int64(c, "errors", (int64_t)ci.errors);
-			(void)json_add_int64(c, "bytes_in", (int64_t)ci.bytes_in);
-			(void)json_add_int64(c, "bytes_out", (int64_t)ci.bytes_out);
-			if (ci.last_error[0])
-				(void)json_add_string(c, "last_error", ci.last_error);
-			if (ci.last_event[0])
-				(void)json_add_string(c, "last_event", ci.last_event);
-			(void)json_add(o, "channel", c);
-		}
-	}
-	return json_add_string(o, "accelerator", accel);
 }

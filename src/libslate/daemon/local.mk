@@ -9,6 +9,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/domains.c src/libslate/daemon/domains.h \
 	src/libslate/daemon/egress.c src/libslate/daemon/egress.h \
 	src/libslate/daemon/agent.c src/libslate/daemon/agent.h \
+	src/libslate/daemon/view.c src/libslate/daemon/view.h \
 	src/libslate/daemon/create.c src/libslate/daemon/create.h \
 	src/libslate/daemon/run.c src/libslate/daemon/run.h \
 	src/libslate/daemon/verbs.c src/libslate/daemon/verbs.h \
