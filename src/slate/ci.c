@@ -31,6 +31,7 @@
 #include "slate.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "util/time.h"
 #include "version.h"
 #include "workspace/workspace.h"
 
@@ -162,7 +163,7 @@ static bool gone(const struct api_error *err)
 
 struct progress {
 	const char *what;
-	struct timespec t0;
+	double t0; /* time_mono_s() */
 };
 
 /* slated's progress events, on stderr (gitlab-runner puts it in the job log). */
@@ -171,16 +172,13 @@ static int on_progress(struct json_object *ev, void *userdata)
 	struct progress *p = userdata;
 	const char *step = NULL, *detail = "";
 	int64_t waiting = -1;
-	struct timespec now;
 
 	if (json_get_string(ev, "step", &step) < 0)
 		return 0;
 	(void)json_get_string(ev, "detail", &detail);
 	(void)json_get_int64(ev, "waiting_s", &waiting);
-	(void)clock_gettime(CLOCK_MONOTONIC, &now);
-	fprintf(stderr, "slate: %s: [%5.1fs] %s%s%s", p->what,
-	        (double)(now.tv_sec - p->t0.tv_sec) + (double)(now.tv_nsec - p->t0.tv_nsec) / 1e9,
-	        step, *detail ? ": " : "", detail);
+	fprintf(stderr, "slate: %s: [%5.1fs] %s%s%s", p->what, time_mono_s() - p->t0, step,
+	        *detail ? ": " : "", detail);
 	if (waiting >= 0)
 		fprintf(stderr, " (still waiting, %lld s)", (long long)waiting);
 	fputc('\n', stderr);
@@ -203,7 +201,7 @@ static int ci_remove(const struct slate_ctx *ctx, const char *what, const char *
 
 	if (!body || json_add_bool(body, "force", true) < 0)
 		return ci_fail(what, "out of memory"), -1;
-	(void)clock_gettime(CLOCK_MONOTONIC, &p.t0);
+	p.t0 = time_mono_s();
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/stop", name);
 	if (ci_call(ctx, "POST", path, body, on_progress, &p, &reply, &err) < 0) {
 		if (gone(&err))
@@ -544,7 +542,7 @@ static int ci_prepare(struct slate_ctx *ctx, int argc, char **argv)
 		if (add_secret(ctx, what, name, names[i], job_var(names[i]), host) < 0)
 			goto undo;
 
-	(void)clock_gettime(CLOCK_MONOTONIC, &p.t0);
+	p.t0 = time_mono_s();
 	fprintf(stderr, "slate: %s: starting %s\n", what, name);
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/start", name);
 	json_object_put(reply);
