@@ -102,6 +102,9 @@ int ws_open_subdir(int dirfd, const char *name, int *ret_fd);
 int ws_remove_at(struct workspace_store *st, int dirfd, const char *name);
 /* Completes a wipe-home or a revert whose journal exists in fd, before any other verb. */
 int ws_settle(struct workspace_store *st, const char *name, int fd);
+/* ws_open_dir, ws_settle, then the state: what a verb that changes the workspace starts with. */
+int ws_open_settled(struct workspace_store *st, const char *name, int *ret_fd,
+                    struct workspace **ret);
 /* Clones the workspace's image disk to dir_fd/name and returns the image's version. */
 int ws_clone_base(struct workspace_store *st, const char *image_id, int dir_fd, const char *name,
                   int64_t *ret_version);

@@ -369,6 +369,25 @@ int workspace_load(struct workspace_store *st, const char *name, struct workspac
 	return load_at(fd, name, ret);
 }
 
+int ws_open_settled(struct workspace_store *st, const char *name, int *ret_fd,
+                    struct workspace **ret)
+{
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = ws_open_dir(st, name, &fd);
+	if (r < 0)
+		return r;
+	r = ws_settle(st, name, fd);
+	if (r < 0)
+		return r;
+	r = load_at(fd, name, ret);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 static int ws_ptr_cmp(const void *a, const void *b)
 {
 	return strcmp((*(struct workspace *const *)a)->name, (*(struct workspace *const *)b)->name);
@@ -671,13 +690,7 @@ int workspace_reset(struct workspace_store *st, const char *name)
 	_cleanup_close_ int fd = -1;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	/* The state first: from here on the sweep finishes the reset if we die. */
@@ -776,13 +789,7 @@ static int wipe(struct workspace_store *st, const char *name, bool disk)
 	_cleanup_close_ int fd = -1;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	/* Several objects go together: the journal makes it one step for the sweep. */
@@ -812,13 +819,7 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	int64_t version = 0;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	r = exists_at(fd, WS_DISK);
