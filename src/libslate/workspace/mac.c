@@ -180,6 +180,17 @@ static int registry_read(int dirfd, struct registry *ret)
 	return registry_parse((const char *)buf_ptr(b), buf_len(b), ret);
 }
 
+/* Takes the lock (into *ret_lock, held until the caller closes it), then reads the registry. */
+static int registry_open(int dirfd, int *ret_lock, struct registry *ret)
+{
+	int k;
+
+	k = registry_lock(dirfd, ret_lock);
+	if (k < 0)
+		return k;
+	return registry_read(dirfd, ret);
+}
+
 static int registry_write(int dirfd, const struct registry *r)
 {
 	_cleanup_json_ struct json_object *o = NULL;
@@ -230,10 +241,7 @@ int mac_reserve(int dirfd, const char *name, char ret[MAC_STRLEN + 1])
 	k = workspace_name_check(name);
 	if (k < 0)
 		return k;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	for (int attempt = 0;; attempt++) {
@@ -262,10 +270,7 @@ int mac_claim(int dirfd, const char *mac, const char *name)
 
 	if (mac_check(mac) < 0 || workspace_name_check(name) < 0)
 		return -EINVAL;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	e = registry_find(&r, mac);
@@ -286,10 +291,7 @@ int mac_release(int dirfd, const char *mac, const char *name)
 
 	if (mac_check(mac) < 0)
 		return -EINVAL;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	e = registry_find(&r, mac);
@@ -308,10 +310,7 @@ int mac_list(int dirfd, struct mac_entry **ret, size_t *ret_n)
 	struct registry r = {0};
 	int k;
 
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	*ret = r.e;
@@ -325,10 +324,7 @@ int mac_sweep(int dirfd, int (*keep)(const char *mac, const char *name, void *ud
 	_cleanup_(registry_done) struct registry r = {0};
 	int k, freed = 0;
 
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	for (size_t i = 0; i < r.n;) {
