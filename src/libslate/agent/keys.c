@@ -57,16 +57,6 @@ static bool file_name_ok(enum agent_key_kind kind, const char *f)
 	return true;
 }
 
-static bool comment_ok(const char *c)
-{
-	if (strlen(c) > AGENT_MAX_COMMENT)
-		return false;
-	for (const char *p = c; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return false;
-	return true;
-}
-
 /* Fills k from its parts; the blob is copied. */
 static int key_fill(struct agent_key *k, enum agent_key_kind kind, const uint8_t *blob,
                     size_t blob_len, const char *comment, const char *file, int64_t created)
@@ -76,7 +66,7 @@ static int key_fill(struct agent_key *k, enum agent_key_kind kind, const uint8_t
 	*k = (struct agent_key){.kind = kind, .created = created};
 	if (strlen(file) >= sizeof(k->file) || !file_name_ok(kind, file))
 		return SLATE_ERR_INVALID_FORMAT;
-	if (comment && !comment_ok(comment))
+	if (comment && !agent_comment_ok(comment))
 		return SLATE_ERR_INVALID_FORMAT;
 	r = agent_key_blob_type(blob, blob_len, k->type);
 	if (r < 0)
