@@ -489,6 +489,18 @@ int sign_message_new(const char *channel, const uint8_t *data, size_t len, uint8
 	return 0;
 }
 
+/* sign_message_new() after libsodium is ready: what both sign and verify start with. */
+static int signed_message(const char *channel, const uint8_t *data, size_t len, uint8_t **ret,
+                          size_t *ret_len)
+{
+	int r;
+
+	r = sign_init();
+	if (r < 0)
+		return r;
+	return sign_message_new(channel, data, len, ret, ret_len);
+}
+
 int sign_detached(const struct sign_secret_key *k, const char *channel, const uint8_t *data,
                   size_t len, uint8_t ret_sig[SIGN_SIGNATURE_BYTES])
 {
@@ -497,10 +509,7 @@ int sign_detached(const struct sign_secret_key *k, const char *channel, const ui
 	size_t mlen = 0;
 	int r;
 
-	r = sign_init();
-	if (r < 0)
-		return r;
-	r = sign_message_new(channel, data, len, &m, &mlen);
+	r = signed_message(channel, data, len, &m, &mlen);
 	if (r < 0)
 		return r;
 	if (crypto_sign_detached(sig, NULL, m, mlen, k->sk) != 0)
@@ -516,10 +525,7 @@ int sign_verify_detached(const struct sign_public_key *k, const char *channel, c
 	size_t mlen = 0;
 	int r;
 
-	r = sign_init();
-	if (r < 0)
-		return r;
-	r = sign_message_new(channel, data, len, &m, &mlen);
+	r = signed_message(channel, data, len, &m, &mlen);
 	if (r < 0)
 		return r;
 	/* libsodium refuses non-canonical S and small-order R and keys: strict verification. */
