@@ -249,6 +249,52 @@ wait_file() {
     fail "$file did not appear within 10 s"
 }
 
+# pick_python: sets py to the distribution's python3 when there is one (a version manager's
+# shim costs 0.2 s a call), else to python3 from PATH.
+pick_python() {
+    py=python3
+    [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+    return 0
+}
+
+# need_proxy_listen: sets listen to tests/unit/proxy-listen (the proxy core on a 127.0.0.1
+# listener), building it when it is not there.
+need_proxy_listen() {
+    listen=$top_builddir/tests/unit/proxy-listen
+    [ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
+        fail "cannot build tests/unit/proxy-listen"
+}
+
+# need_aws_cli: sets py to a python3 that imports botocore and aws to the AWS CLI; skips the
+# test when either is missing.
+need_aws_cli() {
+    py=/usr/bin/python3
+    [ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"
+    "$py" -c 'import botocore' 2>/dev/null ||
+        skip "botocore not importable by $py (apt-get install python3-botocore)"
+    aws=/usr/bin/aws
+    [ -x "$aws" ] || aws=$(command -v aws) ||
+        skip "the AWS CLI is not installed (apt-get install awscli)"
+}
+
+# start_http_peers DIR: proxy-peer.py as an HTTPS server (DIR/srv.pem from make_test_certs) and
+# as a plain HTTP server, their request logs DIR/tls.log and DIR/plain.log (emptied once they
+# listen); adds their pids to the array pids and sets tp and pp to their ports.
+start_http_peers() {
+    local dir=$1 peer=$top_srcdir/tests/integration/proxy-peer.py
+    $py "$peer" http --port-file "$dir/tls.port" --cert "$dir/srv.pem" --key "$dir/srv.key" \
+        --log "$dir/tls.log" &
+    pids+=($!)
+    $py "$peer" http --port-file "$dir/plain.port" --log "$dir/plain.log" &
+    pids+=($!)
+    wait_file "$dir/tls.port"
+    wait_file "$dir/plain.port"
+    tp=$(cat "$dir/tls.port")
+    pp=$(cat "$dir/plain.port")
+    : >"$dir/tls.log"
+    : >"$dir/plain.log"
+}
+
 # make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
 # server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
 # subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying

@@ -17,12 +17,8 @@ set -euo pipefail
 for cmd in curl openssl python3 gzip; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
-listen=$top_builddir/tests/unit/proxy-listen
-[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
-    fail "cannot build tests/unit/proxy-listen"
-peer=$top_srcdir/tests/integration/proxy-peer.py
+pick_python
+need_proxy_listen
 raw=$top_srcdir/tests/integration/proxy-raw.py
 w=$test_tmpdir
 
@@ -30,17 +26,7 @@ make_test_certs "$w" "slate subst test CA" api.bound.test DNS:api.bound.test,DNS
 
 pids=()
 on_exit stop_bg pids
-$py "$peer" http --port-file "$w/tls.port" --cert "$w/srv.pem" --key "$w/srv.key" \
-    --log "$w/tls.log" &
-pids+=($!)
-$py "$peer" http --port-file "$w/plain.port" --log "$w/plain.log" &
-pids+=($!)
-wait_file "$w/tls.port"
-wait_file "$w/plain.port"
-tp=$(cat "$w/tls.port")
-pp=$(cat "$w/plain.port")
-: >"$w/tls.log"
-: >"$w/plain.log"
+start_http_peers "$w"
 
 # A real value with every byte that means something in a form, a JSON string or a query.
 real='r3al&val=ue+1 2/3"q\b'

@@ -19,18 +19,11 @@
 #  5. the throughput of a signed streaming upload through the proxy against the same upload
 #     straight to the server with the real key (logged; the target is >= 0.7x, doc/performance.md).
 
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"
-"$py" -c 'import botocore' 2>/dev/null ||
-    skip "botocore not importable by $py (apt-get install python3-botocore)"
-aws=/usr/bin/aws
-[ -x "$aws" ] || aws=$(command -v aws) || skip "the AWS CLI is not installed (apt-get install awscli)"
+need_aws_cli
 for cmd in openssl curl; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
-listen=$top_builddir/tests/unit/proxy-listen
-[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
-    fail "cannot build tests/unit/proxy-listen"
+need_proxy_listen
 s3server=$top_srcdir/tests/integration/s3server.py
 d=$test_tmpdir
 
