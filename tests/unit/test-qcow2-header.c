@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "image/qcow2-header.h"
+#include "scratch.h"
 #include "storage/spawn.h"
 #include "util/error.h"
 #include "util/macro.h"
@@ -652,20 +653,14 @@ static void test_fd(void **state)
 
 static int setup(void **state)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)state;
-	(void)snprintf(tmpdir, sizeof(tmpdir), "%s/qcow2-hdr.XXXXXX", t && *t ? t : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return test_mkdtemp(tmpdir, sizeof(tmpdir), "qcow2-hdr");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return test_rmtree(tmpdir);
 }
 
 int main(void)
