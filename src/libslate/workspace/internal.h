@@ -96,6 +96,9 @@ int ws_revert_complete(struct workspace_store *st, const char *name, int ws_fd);
 
 /* workspace.c */
 int ws_open_dir(struct workspace_store *st, const char *name, int *ret_fd);
+/* Takes an exclusive flock on dirfd/name (created 0600 if missing), waiting for it; the held fd
+ * in *ret_fd. */
+int ws_lock_wait_at(int dirfd, const char *name, int *ret_fd);
 /* Opens a directory below dirfd for reading/writing entries (not O_PATH). */
 int ws_open_subdir(int dirfd, const char *name, int *ret_fd);
 /* Removes a file or a whole directory tree (through storage_delete_dir); ENOENT is fine. */

@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "workspace/internal.h"
 #include "workspace/mac.h"
 #include "workspace/workspace.h"
 
@@ -104,22 +105,6 @@ static void registry_remove_at(struct registry *r, size_t i)
 	r->n--;
 }
 
-/* Waits for the registry's lock; closing the returned fd releases it. */
-static int registry_lock(int dirfd, int *ret_fd)
-{
-	_cleanup_close_ int fd = -1;
-
-	fd = openat(dirfd, MAC_REGISTRY_LOCK,
-	            O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return -errno;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
 static int registry_parse(const char *data, size_t len, struct registry *ret)
 {
 	_cleanup_json_ struct json_object *o = NULL;
@@ -185,7 +170,7 @@ static int registry_open(int dirfd, int *ret_lock, struct registry *ret)
 {
 	int k;
 
-	k = registry_lock(dirfd, ret_lock);
+	k = ws_lock_wait_at(dirfd, MAC_REGISTRY_LOCK, ret_lock);
 	if (k < 0)
 		return k;
 	return registry_read(dirfd, ret);

@@ -319,9 +319,22 @@ char *workspace_dir_path(struct workspace_store *st, const char *name)
 	return fs_path_join(storage_workspaces_path(st->storage), name);
 }
 
-int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
+int ws_lock_wait_at(int dirfd, const char *name, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
+
+	fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
+{
 	char file[WORKSPACE_NAME_MAX + sizeof(".lock")];
 	int r;
 
@@ -330,15 +343,7 @@ int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
 		return r;
 	(void)snprintf(file, sizeof(file), "%s.lock", name);
 	/* Outside the workspace directory, so that delete and rename never break a held lock. */
-	fd = openat(st->locks_fd, file, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-	            0600);
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return -errno;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return ws_lock_wait_at(st->locks_fd, file, ret_fd);
 }
 
 /* ---- load, list, save ---- */
