@@ -363,6 +363,22 @@ static int save_keyset(int dfd, const struct agent_keyset *ks)
 	return fs_write_atomic_at(dfd, AGENT_KEYS_FILE, text, strlen(text), 0600);
 }
 
+/* Opens the workspace's ssh/ (in *ret_dfd) and writes ks there. */
+static int save_keyset_in(int ws_dirfd, const struct agent_keyset *ks, int *ret_dfd)
+{
+	_cleanup_close_ int dfd = -1;
+	int r;
+
+	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
+	if (r < 0)
+		return r;
+	r = save_keyset(dfd, ks);
+	if (r < 0)
+		return r;
+	*ret_dfd = TAKE_FD(dfd);
+	return 0;
+}
+
 /* Adds k (taken over) to the workspace's keys.json, refusing a key it holds already. */
 static int add_key(int dfd, struct agent_keyset *ks, struct agent_key *k, struct json_object **ret)
 {
@@ -502,10 +518,7 @@ int agent_keys_remove(int ws_dirfd, const char *fingerprint)
 	if (!file[0])
 		return -ENOENT;
 	ks->n = j;
-	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
-	if (r < 0)
-		return r;
-	r = save_keyset(dfd, ks);
+	r = save_keyset_in(ws_dirfd, ks, &dfd);
 	if (r < 0)
 		return r;
 	if (unlinkat(dfd, file, 0) < 0 && errno != ENOENT)
@@ -557,11 +570,8 @@ int agent_keys_keep_imported(int ws_dirfd)
 	ks->n = j;
 	if (j == 0)
 		return 0;
-	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
-	if (r < 0)
-		return r;
 	/* The list first: from here on the generated key is not one, whatever is left. */
-	r = save_keyset(dfd, ks);
+	r = save_keyset_in(ws_dirfd, ks, &dfd);
 	if (r < 0)
 		return r;
 	r = fs_list_names_at(dfd, &names, &n);
