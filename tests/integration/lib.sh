@@ -295,6 +295,20 @@ start_http_peers() {
     : >"$dir/plain.log"
 }
 
+# start_proxy_listen DIR CONNECT-TO: $listen (need_proxy_listen) with DIR/secrets.json and
+# DIR/policy.json, trusting DIR/ca.pem upstream and sending HOST:PORT as CONNECT-TO says; its
+# placeholders in DIR/ph.json, events in DIR/events.jsonl, output in DIR/proxy.log. Adds its pid
+# to the array pids and sets px to its port.
+start_proxy_listen() {
+    local dir=$1
+    "$listen" --state "$dir/install" --secrets "$dir/secrets.json" --placeholders "$dir/ph.json" \
+        --policy "$dir/policy.json" --events "$dir/events.jsonl" --ca-file "$dir/ca.pem" \
+        --connect-to "$2" --port-file "$dir/proxy.port" >"$dir/proxy.log" 2>&1 &
+    pids+=($!)
+    wait_file "$dir/proxy.port" "$!" "$dir/proxy.log"
+    px=$(cat "$dir/proxy.port")
+}
+
 # make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
 # server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
 # subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying

@@ -46,12 +46,7 @@ echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"
     >"$w/policy.json"
 connect_to="api.bound.test:443:127.0.0.1:$tp,evil.test:443:127.0.0.1:$tp"
 connect_to+=",plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp"
-"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
-    --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
-    --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$w/proxy.port" "$!" "$w/proxy.log"
-px=$(cat "$w/proxy.port")
+start_proxy_listen "$w" "$connect_to"
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 PH=$(ph SUBST_KEY)
 PLAIN=$(ph PLAIN_KEY)

@@ -70,12 +70,7 @@ wait_file "$w/proxy0.port" "$pre"
 stop_bg pre
 lkey=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["API_KEY"].lower())' "$w/ph0.json")
 connect_to+=",$lkey.evil.test:22:127.0.0.1:$cp"
-"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
-    --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
-    --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$w/proxy.port" "$!" "$w/proxy.log"
-px=$(cat "$w/proxy.port")
+start_proxy_listen "$w" "$connect_to"
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 GH=$(ph GH_TOKEN)
 KEY=$(ph API_KEY)

@@ -52,13 +52,8 @@ cat >"$d/secrets.json" <<EOF
   "value": "$REAL_ID $REAL_SECRET $REAL_TOKEN"}]
 EOF
 echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}' >"$d/policy.json"
-"$listen" --state "$d/install" --secrets "$d/secrets.json" --placeholders "$d/ph.json" \
-    --policy "$d/policy.json" --events "$d/events.jsonl" --ca-file "$d/ca.pem" \
-    --connect-to "s3.amazonaws.com:443:127.0.0.1:$port,unbound.test:443:127.0.0.1:$port,abc123.execute-api.us-east-1.amazonaws.com:443:127.0.0.1:$port" \
-    --port-file "$d/proxy.port" >"$d/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$d/proxy.port" "$!" "$d/proxy.log"
-px=$(cat "$d/proxy.port")
+start_proxy_listen "$d" \
+    "s3.amazonaws.com:443:127.0.0.1:$port,unbound.test:443:127.0.0.1:$port,abc123.execute-api.us-east-1.amazonaws.com:443:127.0.0.1:$port"
 egress_ca=$d/install/egress-ca.crt
 ph() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["AWS"][int(sys.argv[2])])' "$d/ph.json" "$1"; }
 PH_ID=$(ph 0)
