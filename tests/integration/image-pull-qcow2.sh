@@ -17,11 +17,7 @@ command -v python3 >/dev/null || skip "python3 not found (apt-get install python
 command -v qemu-img >/dev/null || skip "qemu-img not found (apt-get install qemu-utils)"
 command -v qemu-io >/dev/null || skip "qemu-io not found (apt-get install qemu-utils)"
 
-sc=$top_builddir/slate-catalog
-srv=$work/srv
-mkdir -p "$srv" "$work/keys" "$work/run"
-server_pid=
-on_exit stop_bg server_pid
+catalog_test_setup
 on_exit stop_slated
 
 size() { stat -c %s "$1"; }

@@ -19,11 +19,7 @@ ensure_test_image
 command -v python3 >/dev/null || skip "python3 not found (apt-get install python3)"
 command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
 
-sc=$top_builddir/slate-catalog
-srv=$work/srv
-mkdir -p "$srv" "$work/keys" "$work/run"
-server_pid=
-on_exit stop_bg server_pid
+catalog_test_setup
 on_exit stop_slated
 
 # The artifacts: the test image's disk compressed with zstd, its kernel and initrd as they are.

@@ -309,6 +309,17 @@ start_proxy_listen() {
     px=$(cat "$dir/proxy.port")
 }
 
+# catalog_test_setup: for a test that publishes images from a local HTTP server: sc (the
+# slate-catalog tool), srv (the directory served), $work/keys and $work/run made, and
+# server_pid (empty until the test starts the server), stopped at exit.
+catalog_test_setup() {
+    sc=$top_builddir/slate-catalog
+    srv=$work/srv
+    mkdir -p "$srv" "$work/keys" "$work/run"
+    server_pid=
+    on_exit stop_bg server_pid
+}
+
 # make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
 # server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
 # subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying
