@@ -65,21 +65,6 @@ image_entry() {
     }
 EOF2
 }
-# write_catalog FILE VERSION EXPIRES IMAGE-ENTRIES...
-write_catalog() {
-    local f=$1 v=$2 exp=$3 first=1
-    shift 3
-    {
-        printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
-        printf ' "version": %s, "signedAt": "2019-01-01T00:00:00Z", "expires": "%s",\n "images": [\n' "$v" "$exp"
-        for e in "$@"; do
-            [ $first = 1 ] || printf ',\n'
-            first=0
-            printf '%s' "$e"
-        done
-        printf '\n]}\n'
-    } >"$f"
-}
 publish() { # VERSION EXPIRES [KEY] IMAGES... -> $srv/stable.json(.sig)
     local v=$1 exp=$2 key=$3
     shift 3

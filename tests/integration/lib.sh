@@ -320,6 +320,23 @@ catalog_test_setup() {
     on_exit stop_bg server_pid
 }
 
+# write_catalog FILE VERSION EXPIRES IMAGE-ENTRIES...: an unsigned catalog of the channel
+# "stable" (doc/catalog.md) in FILE, holding the given image entries (JSON objects).
+write_catalog() {
+    local f=$1 v=$2 exp=$3 first=1
+    shift 3
+    {
+        printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
+        printf ' "version": %s, "signedAt": "2019-01-01T00:00:00Z", "expires": "%s",\n "images": [\n' "$v" "$exp"
+        for e in "$@"; do
+            [ $first = 1 ] || printf ',\n'
+            first=0
+            printf '%s' "$e"
+        done
+        printf '\n]}\n'
+    } >"$f"
+}
+
 # make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
 # server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
 # subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying
