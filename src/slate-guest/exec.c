@@ -196,20 +196,9 @@ static void stdin_drop(struct exec *e)
 
 static void stdin_flush(struct exec *e)
 {
-	while (e->in.len > 0 && e->in_fd >= 0 && !e->stdin_gone) {
-		ssize_t n = write(e->in_fd, gbuf_data(&e->in), e->in.len);
-		if (n > 0) {
-			gbuf_consume(&e->in, (size_t)n);
-		} else if (n < 0 && errno == EINTR) {
-			continue;
-		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			break;
-		} else {
-			/* EPIPE: the command closed its stdin; EIO: the terminal is gone. */
-			stdin_drop(e);
-			break;
-		}
-	}
+	/* EPIPE: the command closed its stdin; EIO: the terminal is gone. */
+	if (e->in_fd >= 0 && !e->stdin_gone && gbuf_write(&e->in, e->in_fd) < 0)
+		stdin_drop(e);
 	if (!e->pty && e->stdin_eof && e->in.len == 0)
 		close_fd(&e->in_fd);
 }

@@ -217,18 +217,9 @@ static void fwd_grant(struct fwd *f)
 
 static void fwd_flush(struct fwd *f)
 {
-	while (f->fd >= 0 && f->out.len > 0) {
-		ssize_t n = write(f->fd, gbuf_data(&f->out), f->out.len);
-		if (n > 0) {
-			gbuf_consume(&f->out, (size_t)n);
-		} else if (n < 0 && errno == EINTR) {
-			continue;
-		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			break;
-		} else {
-			local_gone(f);
-			return;
-		}
+	if (f->fd >= 0 && gbuf_write(&f->out, f->fd) < 0) {
+		local_gone(f);
+		return;
 	}
 	if (f->fd >= 0 && f->s->got_eof && f->out.len == 0 && !f->shut) {
 		(void)shutdown(f->fd, SHUT_WR);

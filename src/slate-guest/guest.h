@@ -50,6 +50,8 @@ static inline uint8_t *gbuf_data(const struct gbuf *b)
 /* Appends n bytes; the caller has checked that len + n <= cap. */
 void gbuf_append(struct gbuf *b, const void *p, size_t n);
 void gbuf_consume(struct gbuf *b, size_t n);
+/* Writes what b holds to fd until it is empty or fd would block (0), or fd fails (-errno). */
+int gbuf_write(struct gbuf *b, int fd);
 
 /* ---- channel (chan.c) ---- */
 

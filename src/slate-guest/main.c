@@ -86,6 +86,22 @@ void gbuf_consume(struct gbuf *b, size_t n)
 		b->off = 0;
 }
 
+int gbuf_write(struct gbuf *b, int fd)
+{
+	while (b->len > 0) {
+		ssize_t n = write(fd, gbuf_data(b), b->len);
+		if (n > 0)
+			gbuf_consume(b, (size_t)n);
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		else
+			return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
 /* ---- the poll table ---- */
 
 /* The channel, the SIGCHLD fd, two listeners and up to three fds per stream. */

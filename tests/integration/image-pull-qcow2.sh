@@ -17,11 +17,7 @@ command -v python3 >/dev/null || skip "python3 not found (apt-get install python
 command -v qemu-img >/dev/null || skip "qemu-img not found (apt-get install qemu-utils)"
 command -v qemu-io >/dev/null || skip "qemu-io not found (apt-get install qemu-utils)"
 
-sc=$top_builddir/slate-catalog
-srv=$work/srv
-mkdir -p "$srv" "$work/keys" "$work/run"
-server_pid=
-on_exit stop_bg server_pid
+catalog_test_setup
 on_exit stop_slated
 
 size() { stat -c %s "$1"; }
@@ -121,17 +117,7 @@ for id in good zstd v2 "${refused[@]}"; do
     e=$(image_entry "$id" "$id.qcow2")
     entries+=("$e")
 done
-{
-    printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
-    printf ' "version": 1, "signedAt": "2019-01-01T00:00:00Z", "expires": "2099-01-01T00:00:00Z",\n "images": [\n'
-    first=1
-    for e in "${entries[@]}"; do
-        [ $first = 1 ] || printf ',\n'
-        first=0
-        printf '%s' "$e"
-    done
-    printf '\n]}\n'
-} >"$srv/stable.json"
+write_catalog "$srv/stable.json" 1 2099-01-01T00:00:00Z "${entries[@]}"
 "$sc" keygen "$work/pub.secret" "$work/keys/publisher.pub" >/dev/null
 "$sc" sign --key "$work/pub.secret" --channel stable "$srv/stable.json" >/dev/null
 

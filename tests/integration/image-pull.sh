@@ -19,11 +19,7 @@ ensure_test_image
 command -v python3 >/dev/null || skip "python3 not found (apt-get install python3)"
 command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
 
-sc=$top_builddir/slate-catalog
-srv=$work/srv
-mkdir -p "$srv" "$work/keys" "$work/run"
-server_pid=
-on_exit stop_bg server_pid
+catalog_test_setup
 on_exit stop_slated
 
 # The artifacts: the test image's disk compressed with zstd, its kernel and initrd as they are.
@@ -68,21 +64,6 @@ image_entry() {
                "cmdline": "console=ttyS0"}
     }
 EOF2
-}
-# write_catalog FILE VERSION EXPIRES IMAGE-ENTRIES...
-write_catalog() {
-    local f=$1 v=$2 exp=$3 first=1
-    shift 3
-    {
-        printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
-        printf ' "version": %s, "signedAt": "2019-01-01T00:00:00Z", "expires": "%s",\n "images": [\n' "$v" "$exp"
-        for e in "$@"; do
-            [ $first = 1 ] || printf ',\n'
-            first=0
-            printf '%s' "$e"
-        done
-        printf '\n]}\n'
-    } >"$f"
 }
 publish() { # VERSION EXPIRES [KEY] IMAGES... -> $srv/stable.json(.sig)
     local v=$1 exp=$2 key=$3

@@ -249,6 +249,94 @@ wait_file() {
     fail "$file did not appear within 10 s"
 }
 
+# pick_python: sets py to the distribution's python3 when there is one (a version manager's
+# shim costs 0.2 s a call), else to python3 from PATH.
+pick_python() {
+    py=python3
+    [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+    return 0
+}
+
+# need_proxy_listen: sets listen to tests/unit/proxy-listen (the proxy core on a 127.0.0.1
+# listener), building it when it is not there.
+need_proxy_listen() {
+    listen=$top_builddir/tests/unit/proxy-listen
+    [ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
+        fail "cannot build tests/unit/proxy-listen"
+}
+
+# need_aws_cli: sets py to a python3 that imports botocore and aws to the AWS CLI; skips the
+# test when either is missing.
+need_aws_cli() {
+    py=/usr/bin/python3
+    [ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"
+    "$py" -c 'import botocore' 2>/dev/null ||
+        skip "botocore not importable by $py (apt-get install python3-botocore)"
+    aws=/usr/bin/aws
+    [ -x "$aws" ] || aws=$(command -v aws) ||
+        skip "the AWS CLI is not installed (apt-get install awscli)"
+}
+
+# start_http_peers DIR: proxy-peer.py as an HTTPS server (DIR/srv.pem from make_test_certs) and
+# as a plain HTTP server, their request logs DIR/tls.log and DIR/plain.log (emptied once they
+# listen); adds their pids to the array pids and sets tp and pp to their ports.
+start_http_peers() {
+    local dir=$1 peer=$top_srcdir/tests/integration/proxy-peer.py
+    $py "$peer" http --port-file "$dir/tls.port" --cert "$dir/srv.pem" --key "$dir/srv.key" \
+        --log "$dir/tls.log" &
+    pids+=($!)
+    $py "$peer" http --port-file "$dir/plain.port" --log "$dir/plain.log" &
+    pids+=($!)
+    wait_file "$dir/tls.port"
+    wait_file "$dir/plain.port"
+    tp=$(cat "$dir/tls.port")
+    pp=$(cat "$dir/plain.port")
+    : >"$dir/tls.log"
+    : >"$dir/plain.log"
+}
+
+# start_proxy_listen DIR CONNECT-TO: $listen (need_proxy_listen) with DIR/secrets.json and
+# DIR/policy.json, trusting DIR/ca.pem upstream and sending HOST:PORT as CONNECT-TO says; its
+# placeholders in DIR/ph.json, events in DIR/events.jsonl, output in DIR/proxy.log. Adds its pid
+# to the array pids and sets px to its port.
+start_proxy_listen() {
+    local dir=$1
+    "$listen" --state "$dir/install" --secrets "$dir/secrets.json" --placeholders "$dir/ph.json" \
+        --policy "$dir/policy.json" --events "$dir/events.jsonl" --ca-file "$dir/ca.pem" \
+        --connect-to "$2" --port-file "$dir/proxy.port" >"$dir/proxy.log" 2>&1 &
+    pids+=($!)
+    wait_file "$dir/proxy.port" "$!" "$dir/proxy.log"
+    px=$(cat "$dir/proxy.port")
+}
+
+# catalog_test_setup: for a test that publishes images from a local HTTP server: sc (the
+# slate-catalog tool), srv (the directory served), $work/keys and $work/run made, and
+# server_pid (empty until the test starts the server), stopped at exit.
+catalog_test_setup() {
+    sc=$top_builddir/slate-catalog
+    srv=$work/srv
+    mkdir -p "$srv" "$work/keys" "$work/run"
+    server_pid=
+    on_exit stop_bg server_pid
+}
+
+# write_catalog FILE VERSION EXPIRES IMAGE-ENTRIES...: an unsigned catalog of the channel
+# "stable" (doc/catalog.md) in FILE, holding the given image entries (JSON objects).
+write_catalog() {
+    local f=$1 v=$2 exp=$3 first=1
+    shift 3
+    {
+        printf '{"format": "slate-catalog", "formatVersion": 1, "channel": "stable",\n'
+        printf ' "version": %s, "signedAt": "2019-01-01T00:00:00Z", "expires": "%s",\n "images": [\n' "$v" "$exp"
+        for e in "$@"; do
+            [ $first = 1 ] || printf ',\n'
+            first=0
+            printf '%s' "$e"
+        done
+        printf '\n]}\n'
+    } >"$f"
+}
+
 # make_test_certs DIR CA-NAME SERVER-NAME SAN: a throwaway CA (DIR/ca.pem, DIR/ca.key) and a
 # server certificate it signed (DIR/srv.pem, DIR/srv.key) for SERVER-NAME with the
 # subjectAltName SAN ("DNS:a.test,IP:127.0.0.1"), both P-256 and good for two days; fails saying

@@ -30,10 +30,7 @@ command -v zstd >/dev/null || skip "zstd not found (apt-get install zstd)"
 command -v debugfs >/dev/null || skip "debugfs not found (apt-get install e2fsprogs)"
 command -v curl >/dev/null || skip "curl not found (apt-get install curl)"
 
-sc=$top_builddir/slate-catalog
-srv=$work/srv
-mkdir -p "$srv" "$work/keys" "$work/run"
-server_pid=
+catalog_test_setup
 
 # Installer domains whose disks are ours (never another test's), and our workspaces' domains.
 cleanup_domains() {
@@ -50,7 +47,6 @@ cleanup_domains() {
     done
 }
 on_exit cleanup_domains
-on_exit stop_bg server_pid
 on_exit stop_slated
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }

@@ -17,12 +17,8 @@ set -euo pipefail
 for cmd in curl openssl python3 gzip; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
-listen=$top_builddir/tests/unit/proxy-listen
-[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
-    fail "cannot build tests/unit/proxy-listen"
-peer=$top_srcdir/tests/integration/proxy-peer.py
+pick_python
+need_proxy_listen
 raw=$top_srcdir/tests/integration/proxy-raw.py
 w=$test_tmpdir
 
@@ -30,17 +26,7 @@ make_test_certs "$w" "slate subst test CA" api.bound.test DNS:api.bound.test,DNS
 
 pids=()
 on_exit stop_bg pids
-$py "$peer" http --port-file "$w/tls.port" --cert "$w/srv.pem" --key "$w/srv.key" \
-    --log "$w/tls.log" &
-pids+=($!)
-$py "$peer" http --port-file "$w/plain.port" --log "$w/plain.log" &
-pids+=($!)
-wait_file "$w/tls.port"
-wait_file "$w/plain.port"
-tp=$(cat "$w/tls.port")
-pp=$(cat "$w/plain.port")
-: >"$w/tls.log"
-: >"$w/plain.log"
+start_http_peers "$w"
 
 # A real value with every byte that means something in a form, a JSON string or a query.
 real='r3al&val=ue+1 2/3"q\b'
@@ -60,12 +46,7 @@ echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"
     >"$w/policy.json"
 connect_to="api.bound.test:443:127.0.0.1:$tp,evil.test:443:127.0.0.1:$tp"
 connect_to+=",plain.bound.test:80:127.0.0.1:$pp,evil.test:80:127.0.0.1:$pp"
-"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
-    --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
-    --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$w/proxy.port" "$!" "$w/proxy.log"
-px=$(cat "$w/proxy.port")
+start_proxy_listen "$w" "$connect_to"
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 PH=$(ph SUBST_KEY)
 PLAIN=$(ph PLAIN_KEY)

@@ -19,8 +19,7 @@ set -euo pipefail
 ensure_libvirt
 ensure_test_image
 command -v python3 >/dev/null || skip "python3 not found"
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+pick_python
 
 peer=$top_srcdir/tests/integration/proxy-peer.py
 ws=px$$

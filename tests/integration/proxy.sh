@@ -20,12 +20,8 @@ set -euo pipefail
 for cmd in curl openssl python3 bc; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
-# The distribution's interpreter when there is one: a version manager's shim costs 0.2 s a call.
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
-listen=$top_builddir/tests/unit/proxy-listen
-[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
-    fail "cannot build tests/unit/proxy-listen"
+pick_python
+need_proxy_listen
 peer=$top_srcdir/tests/integration/proxy-peer.py
 raw=$top_srcdir/tests/integration/proxy-raw.py
 w=$test_tmpdir
@@ -37,21 +33,11 @@ make_test_certs "$w" "slate proxy test CA" api.bound.test "${san%,}"
 
 pids=()
 on_exit stop_bg pids
-$py "$peer" http --port-file "$w/tls.port" --cert "$w/srv.pem" --key "$w/srv.key" \
-    --log "$w/tls.log" &
-pids+=($!)
-$py "$peer" http --port-file "$w/plain.port" --log "$w/plain.log" &
-pids+=($!)
+start_http_peers "$w"
 $py "$peer" tcp --port-file "$w/tcp.port" --log "$w/tcp.log" &
 pids+=($!)
-wait_file "$w/tls.port"
-wait_file "$w/plain.port"
 wait_file "$w/tcp.port"
-tp=$(cat "$w/tls.port")
-pp=$(cat "$w/plain.port")
 cp=$(cat "$w/tcp.port")
-: >"$w/tls.log"
-: >"$w/plain.log"
 : >"$w/tcp.log"
 
 real_gh=ghp_R3alT0kenR3alT0kenR3alT0kenR3alT0ken9
@@ -84,12 +70,7 @@ wait_file "$w/proxy0.port" "$pre"
 stop_bg pre
 lkey=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["API_KEY"].lower())' "$w/ph0.json")
 connect_to+=",$lkey.evil.test:22:127.0.0.1:$cp"
-"$listen" --state "$w/install" --secrets "$w/secrets.json" --placeholders "$w/ph.json" \
-    --policy "$w/policy.json" --events "$w/events.jsonl" --ca-file "$w/ca.pem" \
-    --connect-to "$connect_to" --port-file "$w/proxy.port" >"$w/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$w/proxy.port" "$!" "$w/proxy.log"
-px=$(cat "$w/proxy.port")
+start_proxy_listen "$w" "$connect_to"
 ph() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$w/ph.json" "$1"; }
 GH=$(ph GH_TOKEN)
 KEY=$(ph API_KEY)

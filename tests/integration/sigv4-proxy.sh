@@ -19,18 +19,11 @@
 #  5. the throughput of a signed streaming upload through the proxy against the same upload
 #     straight to the server with the real key (logged; the target is >= 0.7x, doc/performance.md).
 
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"
-"$py" -c 'import botocore' 2>/dev/null ||
-    skip "botocore not importable by $py (apt-get install python3-botocore)"
-aws=/usr/bin/aws
-[ -x "$aws" ] || aws=$(command -v aws) || skip "the AWS CLI is not installed (apt-get install awscli)"
+need_aws_cli
 for cmd in openssl curl; do
     command -v $cmd >/dev/null || skip "$cmd not found"
 done
-listen=$top_builddir/tests/unit/proxy-listen
-[ -x "$listen" ] || make -s -C "$top_builddir" tests/unit/proxy-listen >/dev/null ||
-    fail "cannot build tests/unit/proxy-listen"
+need_proxy_listen
 s3server=$top_srcdir/tests/integration/s3server.py
 d=$test_tmpdir
 
@@ -59,13 +52,8 @@ cat >"$d/secrets.json" <<EOF
   "value": "$REAL_ID $REAL_SECRET $REAL_TOKEN"}]
 EOF
 echo '{"default": "allow-all", "rules": [{"action": "allow", "host": "127.0.0.1"}]}' >"$d/policy.json"
-"$listen" --state "$d/install" --secrets "$d/secrets.json" --placeholders "$d/ph.json" \
-    --policy "$d/policy.json" --events "$d/events.jsonl" --ca-file "$d/ca.pem" \
-    --connect-to "s3.amazonaws.com:443:127.0.0.1:$port,unbound.test:443:127.0.0.1:$port,abc123.execute-api.us-east-1.amazonaws.com:443:127.0.0.1:$port" \
-    --port-file "$d/proxy.port" >"$d/proxy.log" 2>&1 &
-pids+=($!)
-wait_file "$d/proxy.port" "$!" "$d/proxy.log"
-px=$(cat "$d/proxy.port")
+start_proxy_listen "$d" \
+    "s3.amazonaws.com:443:127.0.0.1:$port,unbound.test:443:127.0.0.1:$port,abc123.execute-api.us-east-1.amazonaws.com:443:127.0.0.1:$port"
 egress_ca=$d/install/egress-ca.crt
 ph() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["AWS"][int(sys.argv[2])])' "$d/ph.json" "$1"; }
 PH_ID=$(ph 0)

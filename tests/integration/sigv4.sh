@@ -14,12 +14,7 @@
 #     re-signing is skipped or wrong.
 #  3. What cannot be re-signed (SigV4a, a request edited after signing) is refused.
 
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3) || skip "python3 not found"
-"$py" -c 'import botocore' 2>/dev/null ||
-    skip "botocore not importable by $py (apt-get install python3-botocore)"
-aws=/usr/bin/aws
-[ -x "$aws" ] || aws=$(command -v aws) || skip "the AWS CLI is not installed (apt-get install awscli)"
+need_aws_cli
 command -v openssl >/dev/null || skip "openssl not found"
 command -v curl >/dev/null || skip "curl not found"
 resign=$top_builddir/tests/integration/sigv4-resign

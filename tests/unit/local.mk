@@ -13,6 +13,8 @@ tests_unit_test_log_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=sd_journal_sendv
 # Wrapped so the test can take O_TMPFILE away and drive the named-temporary-file path.
 tests_unit_test_fs_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=openat
 EXTRA_DIST += tests/data/json
+# The scratch directory the unit tests make (test-fs, test-mac, test-spawn, ...).
+EXTRA_DIST += tests/unit/scratch.h
 unit_programs += tests/unit/test-conf
 # Script tests that need neither root nor libvirt.
 TEST_EXTENSIONS += .test

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "util/buf.h"
 #include "util/fs.h"
 
@@ -46,23 +47,11 @@ int __wrap_openat(int dirfd, const char *path, int flags, ...)
 	return __real_openat(dirfd, path, flags, mode);
 }
 
-struct tmpdir {
-	char path[64];
-	int fd;
-};
-
 static int setup_tmpdir(void **state)
 {
-	struct tmpdir *t = calloc(1, sizeof(*t));
-	const char *base = getenv("TMPDIR");
+	struct test_tmpdir *t = test_tmpdir_new("test-fs");
 
 	if (!t)
-		return -1;
-	snprintf(t->path, sizeof(t->path), "%.40s/test-fs.XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(t->path))
-		return -1;
-	t->fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (t->fd < 0)
 		return -1;
 	no_tmpfile = false;
 	tmpfile_refused = 0;
@@ -92,7 +81,7 @@ static int rm_rf_at(int parent, const char *name)
 
 static int teardown_tmpdir(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 
 	close(t->fd);
 	(void)rm_rf_at(AT_FDCWD, t->path);
@@ -139,7 +128,7 @@ static void assert_file(int dirfd, const char *name, const char *content, mode_t
 
 static void test_write_atomic(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	static const struct {
 		const char *content;
 		mode_t mode;
@@ -170,7 +159,7 @@ static void test_write_atomic(void **state)
 
 static void test_write_atomic_subdir_and_cwd(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	_cleanup_close_ int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	assert_int_equal(mkdirat(t->fd, "sub", 0755), 0);
@@ -190,7 +179,7 @@ static void test_write_atomic_subdir_and_cwd(void **state)
 /* The rename fails (a directory is in the way): an error, the old state, no temporary file. */
 static void test_write_atomic_failure_cleans_up(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 
 	assert_int_equal(mkdirat(t->fd, "in-the-way", 0755), 0);
 	assert_int_equal(mkdirat(t->fd, "in-the-way/child", 0755), 0);
@@ -211,7 +200,7 @@ static void test_write_atomic_failure_cleans_up(void **state)
 /* Temporary names stay within NAME_MAX even for the longest target names. */
 static void test_write_atomic_long_name(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char name[256];
 
 	memset(name, 'n', 255);
@@ -226,7 +215,7 @@ static void test_write_atomic_long_name(void **state)
 
 static void test_read_file(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	_cleanup_buf_ struct buf *b = NULL;
 	struct buf *untouched = (struct buf *)state;
 	static char big[100000];
@@ -285,7 +274,7 @@ static int lock_in_child(int dirfd, const char *name)
 
 static void test_lock(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	int fd = -1, fd2 = -42, dfd = -1;
 	struct stat st;
 
@@ -315,7 +304,7 @@ static void test_lock(void **state)
 
 static void test_open_dir_and_fsync(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	int fd = -1, bad = -42;
 
 	assert_int_equal(mkdirat(t->fd, "d", 0755), 0);
@@ -337,7 +326,7 @@ static void test_open_dir_and_fsync(void **state)
 
 static void test_mkdir_p_and_is_dir(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	_cleanup_free_ char *deep = fs_path_join(t->path, "a/b//c/");
 	_cleanup_free_ char *file = fs_path_join(t->path, "a/file");
 	_cleanup_free_ char *through = fs_path_join(t->path, "a/file/x");

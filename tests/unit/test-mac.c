@@ -16,35 +16,20 @@
 
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "workspace/mac.h"
 
-struct tmpdir {
-	char path[96];
-	int fd;
-};
-
 static int setup_tmpdir(void **state)
 {
-	struct tmpdir *t = calloc(1, sizeof(*t));
-	const char *base = getenv("TMPDIR");
-
-	if (!t)
-		return -1;
-	snprintf(t->path, sizeof(t->path), "%.60s/test-mac.XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(t->path))
-		return -1;
-	t->fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (t->fd < 0)
-		return -1;
-	*state = t;
-	return 0;
+	*state = test_tmpdir_new("test-mac");
+	return *state ? 0 : -1;
 }
 
 static int teardown_tmpdir(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	DIR *d = fdopendir(dup(t->fd));
 	struct dirent *de;
 
@@ -99,7 +84,7 @@ static void assert_registry_unique(const struct mac_entry *e, size_t n)
 
 static void test_reserve_unique(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char(*macs)[MAC_STRLEN + 1] = calloc(N_RESERVE, sizeof(*macs));
 	struct mac_entry *e = NULL;
 	size_t n = 0;
@@ -139,7 +124,7 @@ static void test_reserve_unique(void **state)
 
 static void test_reserve_bad_name(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char mac[MAC_STRLEN + 1] = "untouched";
 
 	assert_int_equal(mac_reserve(t->fd, "Bad_Name", mac), -EINVAL);
@@ -150,7 +135,7 @@ static void test_reserve_bad_name(void **state)
 
 static void test_release(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char a[MAC_STRLEN + 1], b[MAC_STRLEN + 1];
 	struct mac_entry *e = NULL;
 	size_t n = 0;
@@ -180,7 +165,7 @@ static void test_release(void **state)
 
 static void test_claim(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	const char *m = "52:54:00:01:02:03";
 	char other[MAC_STRLEN + 1];
 
@@ -197,7 +182,7 @@ static void test_claim(void **state)
 
 static void test_persistence(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char a[MAC_STRLEN + 1];
 	struct mac_entry *e = NULL;
 	_cleanup_buf_ struct buf *b = NULL;
@@ -234,7 +219,7 @@ static int keep_even(const char *mac, const char *name, void *ud)
 
 static void test_sweep(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	char m[MAC_STRLEN + 1];
 	struct mac_entry *e = NULL;
 	size_t n = 0;
@@ -264,7 +249,7 @@ static void test_sweep(void **state)
 /* Processes reserving at the same time never get the same address. */
 static void test_concurrent(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	int pipes[N_CHILDREN][2];
 	pid_t pids[N_CHILDREN];
 	char(*got)[MAC_STRLEN + 1] = calloc(N_CHILDREN * N_PER_CHILD, sizeof(*got));
@@ -352,7 +337,7 @@ static void test_corrupt(void **state)
 	         SLATE_ERR_INVALID_FORMAT},
 	        {"trailing bytes", "{\"formatVersion\":1,\"macs\":{}}x", SLATE_ERR_INVALID_FORMAT},
 	};
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		char mac[MAC_STRLEN + 1] = "untouched";
@@ -379,7 +364,7 @@ static void test_corrupt(void **state)
 
 static void test_too_large(void **state)
 {
-	struct tmpdir *t = *state;
+	struct test_tmpdir *t = *state;
 	_cleanup_close_ int fd = -1;
 	char mac[MAC_STRLEN + 1];
 

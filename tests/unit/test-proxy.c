@@ -570,42 +570,10 @@ static void *serve_thread(void *arg)
 	return NULL;
 }
 
-/* Sends req through the proxy on a fresh connection; returns the whole answer (malloc'd). */
-static char *through(struct proxy *p, const char *req)
-{
-	int sv[2];
-	pthread_t t;
-	struct serve_arg a;
-	char *out = calloc(1, 65536);
-	size_t n = 0;
-
-	assert_non_null(out);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	a = (struct serve_arg){p, sv[1]};
-	assert_int_equal(pthread_create(&t, NULL, serve_thread, &a), 0);
-	assert_int_equal(fs_write_all(sv[0], req, strlen(req)), 0);
-	for (;;) {
-		ssize_t k = read(sv[0], out + n, 65535 - n);
-		if (k <= 0)
-			break;
-		n += (size_t)k;
-		/* Content-Length answers: stop once the body is in. */
-		{
-			char *end = strstr(out, "\r\n\r\n"),
-			     *cl = strcasestr(out, "content-length:");
-			if (end && cl && cl < end &&
-			    n >= (size_t)(end + 4 - out) + strtoul(cl + 15, NULL, 10))
-				break;
-		}
-	}
-	(void)close(sv[0]);
-	pthread_join(t, NULL);
-	return out;
-}
-
-/* Sends req on a fresh connection and returns the answer (malloc'd), closing the connection
- * once its head and announced body are in: for a CONNECT that would otherwise open a tunnel. */
-static char *through_head(struct proxy *p, const char *req)
+/* Sends req through the proxy on a fresh connection and returns the answer (malloc'd), once
+ * the head and the body a Content-Length announces are in; without one, at the end of the
+ * stream, or with head_only once the head is in (a CONNECT would otherwise open a tunnel). */
+static char *exchange(struct proxy *p, const char *req, bool head_only)
 {
 	int sv[2];
 	pthread_t t;
@@ -621,9 +589,10 @@ static char *through_head(struct proxy *p, const char *req)
 	for (;;) {
 		char *end = strstr(out, "\r\n\r\n"), *cl = strcasestr(out, "content-length:");
 		ssize_t k;
-		/* The head, and the body a Content-Length announces. */
+
 		if (end &&
-		    (!cl || cl > end || n >= (size_t)(end + 4 - out) + strtoul(cl + 15, NULL, 10)))
+		    (cl && cl < end ? n >= (size_t)(end + 4 - out) + strtoul(cl + 15, NULL, 10)
+		                    : head_only))
 			break;
 		k = read(sv[0], out + n, 65535 - n);
 		if (k <= 0)
@@ -633,6 +602,16 @@ static char *through_head(struct proxy *p, const char *req)
 	(void)close(sv[0]);
 	pthread_join(t, NULL);
 	return out;
+}
+
+static char *through(struct proxy *p, const char *req)
+{
+	return exchange(p, req, false);
+}
+
+static char *through_head(struct proxy *p, const char *req)
+{
+	return exchange(p, req, true);
 }
 
 static void test_core(void **state)

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "image/qcow2-header.h"
+#include "scratch.h"
 #include "storage/spawn.h"
 #include "util/error.h"
 #include "util/macro.h"
@@ -148,24 +149,25 @@ static void edit_known_exts(uint8_t *b, size_t *len)
 	put_exts(b, t, l, ELEMENTSOF(t));
 }
 
-static void edit_data_file_ext(uint8_t *b, size_t *len)
+/* A data-file extension naming name, the only extension. */
+static void put_data_file_ext(uint8_t *b, const char *name)
 {
-	static const char name[] = "/var/lib/slate/install/master.key";
 	size_t off = HEADER_LENGTH;
 
-	(void)len;
-	ext_put(b, &off, QCOW2_EXT_DATA_FILE, name, sizeof(name) - 1);
+	ext_put(b, &off, QCOW2_EXT_DATA_FILE, name, strlen(name));
 	ext_end(b, off);
+}
+
+static void edit_data_file_ext(uint8_t *b, size_t *len)
+{
+	(void)len;
+	put_data_file_ext(b, "/var/lib/slate/install/master.key");
 }
 
 static void edit_data_file_ext_hostile_name(uint8_t *b, size_t *len)
 {
-	static const char name[] = "/dev/sda\n\x1b[31m\"";
-	size_t off = HEADER_LENGTH;
-
 	(void)len;
-	ext_put(b, &off, QCOW2_EXT_DATA_FILE, name, sizeof(name) - 1);
-	ext_end(b, off);
+	put_data_file_ext(b, "/dev/sda\n\x1b[31m\"");
 }
 
 static void edit_crypto_ext(uint8_t *b, size_t *len)
@@ -652,20 +654,14 @@ static void test_fd(void **state)
 
 static int setup(void **state)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)state;
-	(void)snprintf(tmpdir, sizeof(tmpdir), "%s/qcow2-hdr.XXXXXX", t && *t ? t : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return test_mkdtemp(tmpdir, sizeof(tmpdir), "qcow2-hdr");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return test_rmtree(tmpdir);
 }
 
 int main(void)

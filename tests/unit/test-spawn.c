@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "scratch.h"
 #include "storage/spawn.h"
 #include "util/macro.h"
 
@@ -303,20 +304,14 @@ static void test_no_namespace_no_run(void **state)
 
 static int setup(void **state)
 {
-	const char *t = getenv("TMPDIR");
-
 	(void)state;
-	(void)snprintf(tmpdir, sizeof(tmpdir), "%s/spawn.XXXXXX", t && *t ? t : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return test_mkdtemp(tmpdir, sizeof(tmpdir), "spawn");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return test_rmtree(tmpdir);
 }
 
 /* Mount namespaces need root (CAP_SYS_ADMIN); a container may refuse them even so. */

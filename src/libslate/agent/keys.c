@@ -57,16 +57,6 @@ static bool file_name_ok(enum agent_key_kind kind, const char *f)
 	return true;
 }
 
-static bool comment_ok(const char *c)
-{
-	if (strlen(c) > AGENT_MAX_COMMENT)
-		return false;
-	for (const char *p = c; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			return false;
-	return true;
-}
-
 /* Fills k from its parts; the blob is copied. */
 static int key_fill(struct agent_key *k, enum agent_key_kind kind, const uint8_t *blob,
                     size_t blob_len, const char *comment, const char *file, int64_t created)
@@ -76,7 +66,7 @@ static int key_fill(struct agent_key *k, enum agent_key_kind kind, const uint8_t
 	*k = (struct agent_key){.kind = kind, .created = created};
 	if (strlen(file) >= sizeof(k->file) || !file_name_ok(kind, file))
 		return SLATE_ERR_INVALID_FORMAT;
-	if (comment && !comment_ok(comment))
+	if (comment && !agent_comment_ok(comment))
 		return SLATE_ERR_INVALID_FORMAT;
 	r = agent_key_blob_type(blob, blob_len, k->type);
 	if (r < 0)
@@ -373,6 +363,22 @@ static int save_keyset(int dfd, const struct agent_keyset *ks)
 	return fs_write_atomic_at(dfd, AGENT_KEYS_FILE, text, strlen(text), 0600);
 }
 
+/* Opens the workspace's ssh/ (in *ret_dfd) and writes ks there. */
+static int save_keyset_in(int ws_dirfd, const struct agent_keyset *ks, int *ret_dfd)
+{
+	_cleanup_close_ int dfd = -1;
+	int r;
+
+	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
+	if (r < 0)
+		return r;
+	r = save_keyset(dfd, ks);
+	if (r < 0)
+		return r;
+	*ret_dfd = TAKE_FD(dfd);
+	return 0;
+}
+
 /* Adds k (taken over) to the workspace's keys.json, refusing a key it holds already. */
 static int add_key(int dfd, struct agent_keyset *ks, struct agent_key *k, struct json_object **ret)
 {
@@ -512,10 +518,7 @@ int agent_keys_remove(int ws_dirfd, const char *fingerprint)
 	if (!file[0])
 		return -ENOENT;
 	ks->n = j;
-	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
-	if (r < 0)
-		return r;
-	r = save_keyset(dfd, ks);
+	r = save_keyset_in(ws_dirfd, ks, &dfd);
 	if (r < 0)
 		return r;
 	if (unlinkat(dfd, file, 0) < 0 && errno != ENOENT)
@@ -567,11 +570,8 @@ int agent_keys_keep_imported(int ws_dirfd)
 	ks->n = j;
 	if (j == 0)
 		return 0;
-	r = fs_open_dir_at(ws_dirfd, AGENT_SSH_DIR, &dfd);
-	if (r < 0)
-		return r;
 	/* The list first: from here on the generated key is not one, whatever is left. */
-	r = save_keyset(dfd, ks);
+	r = save_keyset_in(ws_dirfd, ks, &dfd);
 	if (r < 0)
 		return r;
 	r = fs_list_names_at(dfd, &names, &n);

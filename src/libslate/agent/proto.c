@@ -18,11 +18,10 @@ int agent_frame_length_check(uint32_t len)
 	return 0;
 }
 
-int agent_sign_request_parse(const uint8_t *msg, size_t len, struct agent_sign_request *ret)
+/* Checks a message body's size and reads its type byte; *ret holds the rest. */
+static int frame_open(const uint8_t *msg, size_t len, struct buf **ret, uint8_t *ret_type)
 {
 	_cleanup_buf_ struct buf *b = NULL;
-	struct agent_sign_request req;
-	uint8_t type;
 	int r;
 
 	if (!msg || len == 0 || len > AGENT_MAX_FRAME)
@@ -30,8 +29,24 @@ int agent_sign_request_parse(const uint8_t *msg, size_t len, struct agent_sign_r
 	b = buf_from(msg, len);
 	if (!b)
 		return -ENOMEM;
-	if ((r = buf_get_u8(b, &type)) < 0 ||
-	    (r = buf_get_string_direct(b, &req.key, &req.key_len)) < 0 ||
+	r = buf_get_u8(b, ret_type);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(b);
+	return 0;
+}
+
+int agent_sign_request_parse(const uint8_t *msg, size_t len, struct agent_sign_request *ret)
+{
+	_cleanup_buf_ struct buf *b = NULL;
+	struct agent_sign_request req;
+	uint8_t type;
+	int r;
+
+	r = frame_open(msg, len, &b, &type);
+	if (r < 0)
+		return r;
+	if ((r = buf_get_string_direct(b, &req.key, &req.key_len)) < 0 ||
 	    (r = buf_get_string_direct(b, &req.data, &req.data_len)) < 0 ||
 	    (r = buf_get_u32(b, &req.flags)) < 0)
 		return r;
@@ -79,12 +94,11 @@ int agent_sign_response_parse(const uint8_t *msg, size_t len, char ret_alg[AGENT
 	uint8_t type;
 	int r;
 
-	if (!msg || len == 0 || len > AGENT_MAX_FRAME)
-		return SLATE_ERR_INVALID_FORMAT;
-	b = buf_from(msg, len);
-	if (!b)
-		return -ENOMEM;
-	if ((r = buf_get_u8(b, &type)) < 0 || (r = buf_get_string_direct(b, &s, &n)) < 0)
+	r = frame_open(msg, len, &b, &type);
+	if (r < 0)
+		return r;
+	r = buf_get_string_direct(b, &s, &n);
+	if (r < 0)
 		return r;
 	if (type != SSH_AGENT_SIGN_RESPONSE || buf_len(b) != 0)
 		return SLATE_ERR_INVALID_FORMAT;
@@ -135,7 +149,7 @@ int agent_fingerprint(const uint8_t *blob, size_t len, char ret[AGENT_FINGERPRIN
 	return 0;
 }
 
-static bool comment_ok(const char *c)
+bool agent_comment_ok(const char *c)
 {
 	if (strlen(c) > AGENT_MAX_COMMENT)
 		return false;
@@ -156,7 +170,7 @@ int agent_public_line(const uint8_t *blob, size_t len, const char *comment, char
 	r = agent_key_blob_type(blob, len, type);
 	if (r < 0)
 		return r;
-	if (comment && !comment_ok(comment))
+	if (comment && !agent_comment_ok(comment))
 		return SLATE_ERR_INVALID_FORMAT;
 	b64_len = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
 	b64 = malloc(b64_len);
@@ -218,7 +232,7 @@ int agent_public_line_parse(const char *line, uint8_t **ret_blob, size_t *ret_le
 		comment = strndup(p, n);
 		if (!comment)
 			return -ENOMEM;
-		if (!comment_ok(comment))
+		if (!agent_comment_ok(comment))
 			return SLATE_ERR_INVALID_FORMAT;
 	}
 	*ret_blob = TAKE_PTR(blob);

@@ -9,6 +9,7 @@
  * each returns 0 or a negative slate_err, with outputs untouched on failure.
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +90,9 @@ int agent_fingerprint(const uint8_t *blob, size_t len, char ret[AGENT_FINGERPRIN
 int agent_public_line(const uint8_t *blob, size_t len, const char *comment, char **ret);
 int agent_public_line_parse(const char *line, uint8_t **ret_blob, size_t *ret_len,
                             char **ret_comment);
+
+/* A key comment: at most AGENT_MAX_COMMENT bytes, no control characters. */
+bool agent_comment_ok(const char *c);
 
 /* Appends the frame for a message body (type byte first) to out. */
 int agent_frame_put(struct buf *out, const void *msg, size_t len);

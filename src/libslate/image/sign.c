@@ -84,11 +84,9 @@ int sign_comment_check(const char *s)
 	return 0;
 }
 
-int sign_public_key_from_raw(const uint8_t raw[SIGN_PUBLIC_KEY_BYTES], const char *comment,
-                             struct sign_public_key *ret)
+/* sign_init(), then comment (NULL: none) checked: what making a key starts with. */
+static int init_with_comment(const char *comment)
 {
-	struct sign_public_key k = {};
-	uint8_t h[crypto_hash_sha256_BYTES];
 	int r;
 
 	r = sign_init();
@@ -96,6 +94,19 @@ int sign_public_key_from_raw(const uint8_t raw[SIGN_PUBLIC_KEY_BYTES], const cha
 		return r;
 	if (comment && sign_comment_check(comment) < 0)
 		return -EINVAL;
+	return 0;
+}
+
+int sign_public_key_from_raw(const uint8_t raw[SIGN_PUBLIC_KEY_BYTES], const char *comment,
+                             struct sign_public_key *ret)
+{
+	struct sign_public_key k = {};
+	uint8_t h[crypto_hash_sha256_BYTES];
+	int r;
+
+	r = init_with_comment(comment);
+	if (r < 0)
+		return r;
 	/* Refuses small-order points, non-canonical encodings and points outside the main
 	 * subgroup: no signature could ever verify under them, or several keys would share one. */
 	if (!crypto_core_ed25519_is_valid_point(raw))
@@ -293,11 +304,9 @@ int sign_secret_key_generate(const char *comment, struct sign_secret_key **ret)
 	_cleanup_secret_key_ struct sign_secret_key *k = NULL;
 	int r;
 
-	r = sign_init();
+	r = init_with_comment(comment);
 	if (r < 0)
 		return r;
-	if (comment && sign_comment_check(comment) < 0)
-		return -EINVAL;
 	k = sodium_malloc(sizeof(*k));
 	if (!k)
 		return -ENOMEM;
@@ -489,6 +498,18 @@ int sign_message_new(const char *channel, const uint8_t *data, size_t len, uint8
 	return 0;
 }
 
+/* sign_message_new() after libsodium is ready: what both sign and verify start with. */
+static int signed_message(const char *channel, const uint8_t *data, size_t len, uint8_t **ret,
+                          size_t *ret_len)
+{
+	int r;
+
+	r = sign_init();
+	if (r < 0)
+		return r;
+	return sign_message_new(channel, data, len, ret, ret_len);
+}
+
 int sign_detached(const struct sign_secret_key *k, const char *channel, const uint8_t *data,
                   size_t len, uint8_t ret_sig[SIGN_SIGNATURE_BYTES])
 {
@@ -497,10 +518,7 @@ int sign_detached(const struct sign_secret_key *k, const char *channel, const ui
 	size_t mlen = 0;
 	int r;
 
-	r = sign_init();
-	if (r < 0)
-		return r;
-	r = sign_message_new(channel, data, len, &m, &mlen);
+	r = signed_message(channel, data, len, &m, &mlen);
 	if (r < 0)
 		return r;
 	if (crypto_sign_detached(sig, NULL, m, mlen, k->sk) != 0)
@@ -516,10 +534,7 @@ int sign_verify_detached(const struct sign_public_key *k, const char *channel, c
 	size_t mlen = 0;
 	int r;
 
-	r = sign_init();
-	if (r < 0)
-		return r;
-	r = sign_message_new(channel, data, len, &m, &mlen);
+	r = signed_message(channel, data, len, &m, &mlen);
 	if (r < 0)
 		return r;
 	/* libsodium refuses non-canonical S and small-order R and keys: strict verification. */

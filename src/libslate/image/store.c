@@ -325,25 +325,36 @@ static int cmp_info(const void *a, const void *b)
 	return strcmp((*x)->id, (*y)->id);
 }
 
+/* Opens the images directory for reading its entries. */
+static int images_opendir(struct storage *s, DIR **ret)
+{
+	int fd, r;
+
+	fd = openat(storage_images_fd(s), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*ret = fdopendir(fd);
+	if (!*ret) {
+		r = -errno;
+		(void)close(fd);
+		return r;
+	}
+	return 0;
+}
+
 int image_store_list(struct storage *s, struct image_info ***ret, size_t *ret_n)
 {
 	struct image_info **list = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	DIR *d;
-	int fd, r = 0;
+	int r = 0;
 
 	if (!s || !ret || !ret_n)
 		return -EINVAL;
-	fd = openat(storage_images_fd(s), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		r = -errno;
-		(void)close(fd);
+	r = images_opendir(s, &d);
+	if (r < 0)
 		return r;
-	}
 	for (;;) {
 		struct image_info *i = NULL;
 
@@ -795,22 +806,16 @@ int image_store_sweep(struct storage *s)
 	struct dirent *de;
 	unsigned removed = 0;
 	DIR *d;
-	int fd, r;
+	int r;
 
 	if (!s)
 		return -EINVAL;
 	r = store_lock(s, &lock);
 	if (r < 0)
 		return r;
-	fd = openat(storage_images_fd(s), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		r = -errno;
-		(void)close(fd);
+	r = images_opendir(s, &d);
+	if (r < 0)
 		return r;
-	}
 	r = 0;
 	for (;;) {
 		_cleanup_close_ int busy = -1;

@@ -319,13 +319,7 @@ int workspace_checkpoint_create_hooked(struct workspace_store *st, const char *n
 
 	if (note && strlen(note) > CHECKPOINT_NOTE_MAX)
 		return -EINVAL;
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = workspace_load(st, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	/* Nothing to keep while an image is missing (after a reset or a wipe). */

@@ -96,12 +96,18 @@ int ws_revert_complete(struct workspace_store *st, const char *name, int ws_fd);
 
 /* workspace.c */
 int ws_open_dir(struct workspace_store *st, const char *name, int *ret_fd);
+/* Takes an exclusive flock on dirfd/name (created 0600 if missing), waiting for it; the held fd
+ * in *ret_fd. */
+int ws_lock_wait_at(int dirfd, const char *name, int *ret_fd);
 /* Opens a directory below dirfd for reading/writing entries (not O_PATH). */
 int ws_open_subdir(int dirfd, const char *name, int *ret_fd);
 /* Removes a file or a whole directory tree (through storage_delete_dir); ENOENT is fine. */
 int ws_remove_at(struct workspace_store *st, int dirfd, const char *name);
 /* Completes a wipe-home or a revert whose journal exists in fd, before any other verb. */
 int ws_settle(struct workspace_store *st, const char *name, int fd);
+/* ws_open_dir, ws_settle, then the state: what a verb that changes the workspace starts with. */
+int ws_open_settled(struct workspace_store *st, const char *name, int *ret_fd,
+                    struct workspace **ret);
 /* Clones the workspace's image disk to dir_fd/name and returns the image's version. */
 int ws_clone_base(struct workspace_store *st, const char *image_id, int dir_fd, const char *name,
                   int64_t *ret_version);

@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
+#include "workspace/internal.h"
 #include "workspace/mac.h"
 #include "workspace/workspace.h"
 
@@ -104,22 +105,6 @@ static void registry_remove_at(struct registry *r, size_t i)
 	r->n--;
 }
 
-/* Waits for the registry's lock; closing the returned fd releases it. */
-static int registry_lock(int dirfd, int *ret_fd)
-{
-	_cleanup_close_ int fd = -1;
-
-	fd = openat(dirfd, MAC_REGISTRY_LOCK,
-	            O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return -errno;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
-}
-
 static int registry_parse(const char *data, size_t len, struct registry *ret)
 {
 	_cleanup_json_ struct json_object *o = NULL;
@@ -180,6 +165,17 @@ static int registry_read(int dirfd, struct registry *ret)
 	return registry_parse((const char *)buf_ptr(b), buf_len(b), ret);
 }
 
+/* Takes the lock (into *ret_lock, held until the caller closes it), then reads the registry. */
+static int registry_open(int dirfd, int *ret_lock, struct registry *ret)
+{
+	int k;
+
+	k = ws_lock_wait_at(dirfd, MAC_REGISTRY_LOCK, ret_lock);
+	if (k < 0)
+		return k;
+	return registry_read(dirfd, ret);
+}
+
 static int registry_write(int dirfd, const struct registry *r)
 {
 	_cleanup_json_ struct json_object *o = NULL;
@@ -230,10 +226,7 @@ int mac_reserve(int dirfd, const char *name, char ret[MAC_STRLEN + 1])
 	k = workspace_name_check(name);
 	if (k < 0)
 		return k;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	for (int attempt = 0;; attempt++) {
@@ -262,10 +255,7 @@ int mac_claim(int dirfd, const char *mac, const char *name)
 
 	if (mac_check(mac) < 0 || workspace_name_check(name) < 0)
 		return -EINVAL;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	e = registry_find(&r, mac);
@@ -286,10 +276,7 @@ int mac_release(int dirfd, const char *mac, const char *name)
 
 	if (mac_check(mac) < 0)
 		return -EINVAL;
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	e = registry_find(&r, mac);
@@ -308,10 +295,7 @@ int mac_list(int dirfd, struct mac_entry **ret, size_t *ret_n)
 	struct registry r = {0};
 	int k;
 
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	*ret = r.e;
@@ -325,10 +309,7 @@ int mac_sweep(int dirfd, int (*keep)(const char *mac, const char *name, void *ud
 	_cleanup_(registry_done) struct registry r = {0};
 	int k, freed = 0;
 
-	k = registry_lock(dirfd, &lock);
-	if (k < 0)
-		return k;
-	k = registry_read(dirfd, &r);
+	k = registry_open(dirfd, &lock, &r);
 	if (k < 0)
 		return k;
 	for (size_t i = 0; i < r.n;) {

@@ -205,29 +205,6 @@ static int fmt(int r)
 	return r == -ENOENT || r == -ERANGE ? SLATE_ERR_INVALID_FORMAT : r;
 }
 
-static int get_nullable_string(struct json_object *o, const char *key, char **ret)
-{
-	struct json_object *v;
-	const char *s;
-	char *d;
-	int r;
-
-	if (!json_object_object_get_ex(o, key, &v))
-		return SLATE_ERR_INVALID_FORMAT;
-	if (!v) {
-		*ret = NULL;
-		return 0;
-	}
-	r = json_get_string(o, key, &s);
-	if (r < 0)
-		return fmt(r);
-	d = strdup(s);
-	if (!d)
-		return -ENOMEM;
-	*ret = d;
-	return 0;
-}
-
 static int get_strdup(struct json_object *o, const char *key, char **ret)
 {
 	const char *s;
@@ -242,6 +219,19 @@ static int get_strdup(struct json_object *o, const char *key, char **ret)
 		return -ENOMEM;
 	*ret = d;
 	return 0;
+}
+
+static int get_nullable_string(struct json_object *o, const char *key, char **ret)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v))
+		return SLATE_ERR_INVALID_FORMAT;
+	if (!v) {
+		*ret = NULL;
+		return 0;
+	}
+	return get_strdup(o, key, ret);
 }
 
 static int get_positive(struct json_object *o, const char *key, int64_t max, int64_t *ret)

@@ -319,9 +319,22 @@ char *workspace_dir_path(struct workspace_store *st, const char *name)
 	return fs_path_join(storage_workspaces_path(st->storage), name);
 }
 
-int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
+int ws_lock_wait_at(int dirfd, const char *name, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
+
+	fd = openat(dirfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return -errno;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
+{
 	char file[WORKSPACE_NAME_MAX + sizeof(".lock")];
 	int r;
 
@@ -330,15 +343,7 @@ int workspace_lock(struct workspace_store *st, const char *name, int *ret_fd)
 		return r;
 	(void)snprintf(file, sizeof(file), "%s.lock", name);
 	/* Outside the workspace directory, so that delete and rename never break a held lock. */
-	fd = openat(st->locks_fd, file, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-	            0600);
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR)
-			return -errno;
-	*ret_fd = TAKE_FD(fd);
-	return 0;
+	return ws_lock_wait_at(st->locks_fd, file, ret_fd);
 }
 
 /* ---- load, list, save ---- */
@@ -367,6 +372,25 @@ int workspace_load(struct workspace_store *st, const char *name, struct workspac
 	if (r < 0)
 		return r;
 	return load_at(fd, name, ret);
+}
+
+int ws_open_settled(struct workspace_store *st, const char *name, int *ret_fd,
+                    struct workspace **ret)
+{
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = ws_open_dir(st, name, &fd);
+	if (r < 0)
+		return r;
+	r = ws_settle(st, name, fd);
+	if (r < 0)
+		return r;
+	r = load_at(fd, name, ret);
+	if (r < 0)
+		return r;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }
 
 static int ws_ptr_cmp(const void *a, const void *b)
@@ -671,13 +695,7 @@ int workspace_reset(struct workspace_store *st, const char *name)
 	_cleanup_close_ int fd = -1;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	/* The state first: from here on the sweep finishes the reset if we die. */
@@ -776,13 +794,7 @@ static int wipe(struct workspace_store *st, const char *name, bool disk)
 	_cleanup_close_ int fd = -1;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	/* Several objects go together: the journal makes it one step for the sweep. */
@@ -812,13 +824,7 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	int64_t version = 0;
 	int r;
 
-	r = ws_open_dir(st, name, &fd);
-	if (r < 0)
-		return r;
-	r = ws_settle(st, name, fd);
-	if (r < 0)
-		return r;
-	r = load_at(fd, name, &w);
+	r = ws_open_settled(st, name, &fd, &w);
 	if (r < 0)
 		return r;
 	r = exists_at(fd, WS_DISK);
