@@ -28,6 +28,7 @@
 #include "util/fs.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/domain.h"
 #include "workspace/workspace.h"
 
@@ -46,14 +47,6 @@
  * shorten it with the variable. */
 #define UNRESPONSIVE_MS 30000
 #define ENV_TEST_UNRESPONSIVE "SLATE_EXEC_TEST_UNRESPONSIVE_MS"
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Sends one record to fd (blocking). */
 static int send_record(int fd, uint8_t type, const void *p, size_t len)
@@ -112,7 +105,7 @@ int exec_first_read(int fd, const char *extra, size_t extra_len, struct exec_fir
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_free_ uint8_t *out = NULL;
 	size_t len = 0, cap = EX_HEADER_LEN + EX_MAX_REQUEST;
-	int64_t deadline = now_ms() + REQUEST_TIMEOUT_MS;
+	int64_t deadline = time_mono_ms() + REQUEST_TIMEOUT_MS;
 	struct ex_record r;
 	long n;
 	int k;
@@ -125,7 +118,7 @@ int exec_first_read(int fd, const char *extra, size_t extra_len, struct exec_fir
 	len = extra_len;
 	while ((k = ex_record_decode(buf, len, &r)) == 0) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		ssize_t got;
 
 		if (len == cap || left <= 0 || poll(&p, 1, (int)left) <= 0) {
@@ -380,7 +373,7 @@ static int watch_assess(struct watch *w, int64_t now, bool final, uint8_t *why, 
 /* Called after every wake-up: whether the session must end (1, why and text filled). */
 static int watch_step(struct watch *w, uint8_t *why, char *text, size_t len)
 {
-	int64_t now = now_ms();
+	int64_t now = time_mono_ms();
 	uint64_t unanswered = 0;
 
 	if (w->check || w->paused_since) {
@@ -408,7 +401,7 @@ static int watch_step(struct watch *w, uint8_t *why, char *text, size_t len)
 /* How long poll may sleep before watch_step has something to do (ms). */
 static int watch_timeout(const struct watch *w)
 {
-	int64_t now = now_ms(), at;
+	int64_t now = time_mono_ms(), at;
 
 	if (w->paused_since)
 		return 250;
@@ -636,7 +629,7 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 		 * the guest's output can never be whole. */
 		if (rl->guest.eof && !rl->exited && rl->client.out_len == 0) {
 			/* The channel closes when the domain stops: say so, as for a pause. */
-			if (watch_assess(w, now_ms(), true, &why, text, sizeof(text))) {
+			if (watch_assess(w, time_mono_ms(), true, &why, text, sizeof(text))) {
 				end_ended(rl, client_fd, why, text);
 				return -EHOSTDOWN;
 			}
@@ -670,7 +663,7 @@ static int relay_run(const char *name, int client_fd, int guest_fd, const struct
 			(void)fill_side(&rl->client);
 		if (p[1].revents & (POLLIN | POLLHUP | POLLERR) && !rl->guest.eof && !rl->exited &&
 		    fill_side(&rl->guest) > 0)
-			w->last_guest = now_ms();
+			w->last_guest = time_mono_ms();
 		if (p[2].revents & POLLIN) {
 			eventfd_t v;
 			(void)eventfd_read(w->ew.efd, &v);
@@ -701,7 +694,7 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 {
 	_cleanup_free_ uint8_t *buf = malloc(RELAY_CAP + 4096);
 	_cleanup_close_ int fd = -1;
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = time_mono_ms() + timeout_ms;
 	size_t len = 0, got = 0;
 	long n;
 	int r;
@@ -721,7 +714,7 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 	out[0] = '\0';
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		struct ex_record rec;
 		ssize_t k;
 		int m;
@@ -767,7 +760,7 @@ int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout
                         struct slate_error *err)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = time_mono_ms() + timeout_ms;
 	uint8_t rnd[6];
 	char token[16], input[128], want[64], out[8192];
 	int status = -1, r;
@@ -792,7 +785,7 @@ int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout
 		return slate_error_set(err, r, "the guest agent did not connect within %u s%s",
 		                       timeout_ms / 1000, r == -ENOENT ? " (no channel)" : "");
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - time_mono_ms();
 		/* Only before the first try: a retry leaves at least half a second. */
 		if (left <= 0)
 			return slate_error_set(err, -ETIMEDOUT,
@@ -808,7 +801,7 @@ int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout
 			                    "the shell exited %d without the expected output",
 			                    status);
 		/* The agent may be restarting (a HELLO mid-boot): try again shortly. */
-		if (deadline - now_ms() < 1000)
+		if (deadline - time_mono_ms() < 1000)
 			return r;
 		(void)usleep(500 * 1000);
 	}
@@ -819,7 +812,7 @@ int exec_session(struct daemon_ctx *d, const char *name, int fd, const struct ex
 {
 	_cleanup_close_ int gfd = -1;
 	struct slate_error err = {0};
-	int64_t t0 = now_ms();
+	int64_t t0 = time_mono_ms();
 	_cleanup_(watch_done) struct watch w = {
 	        .d = d, .name = name, .ew.efd = -1, .unresponsive_ms = UNRESPONSIVE_MS};
 	const char *e = getenv(ENV_TEST_UNRESPONSIVE);
@@ -836,7 +829,8 @@ int exec_session(struct daemon_ctx *d, const char *name, int fd, const struct ex
 		return r;
 	}
 	/* Paused or quarantined already: no guest would answer the open. */
-	if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)) && why != EX_END_STOPPED) {
+	if (watch_assess(&w, time_mono_ms(), true, &why, text, sizeof(text)) &&
+	    why != EX_END_STOPPED) {
 		send_ended(fd, hold, why, text);
 		return -EHOSTDOWN;
 	}
@@ -844,16 +838,16 @@ int exec_session(struct daemon_ctx *d, const char *name, int fd, const struct ex
 	r = exec_open(d, name, &gfd, &err);
 	if (r < 0) {
 		/* Paused (or stopped) while the open waited: say that rather than a timeout. */
-		if (watch_assess(&w, now_ms(), true, &why, text, sizeof(text)))
+		if (watch_assess(&w, time_mono_ms(), true, &why, text, sizeof(text)))
 			send_ended(fd, hold, why, text);
 		else
 			exec_send_error(fd, "cannot reach the guest of %s: %s", name,
 			                slate_error_text(&err));
 		return r;
 	}
-	w.last_guest = w.next_probe = now_ms();
+	w.last_guest = w.next_probe = time_mono_ms();
 	r = relay_run(name, fd, gfd, first, hold, &w);
 	log_ws(LOG_DEBUG, name, "exec session in %s ended after %.3f s: %s", name,
-	       (double)(now_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
+	       (double)(time_mono_ms() - t0) / 1000, r == 0 ? "done" : slate_strerror(r));
 	return r;
 }

@@ -12,6 +12,7 @@
 #include "daemon/limits.h"
 #include "util/log.h"
 #include "util/size.h"
+#include "util/time.h"
 #include "vm/domain.h"
 
 #define HOST_RESERVE_MIB 1024 /* what memory-budget = auto leaves the host */
@@ -119,14 +120,6 @@ static int fits(struct daemon_ctx *d, uint64_t mib, char *why, size_t len)
 	return 1;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_mib,
                         vm_progress_fn progress, void *userdata, bool (*gone)(void *userdata),
                         struct slate_error *err)
@@ -134,7 +127,7 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 	struct daemon_limits *l = d->limits;
 	char why[512] = "";
 	bool told = false;
-	double t0 = now_s();
+	double t0 = time_mono_s();
 	int r;
 
 	if (!l || (!l->max_running && !l->memory_budget_mib))
@@ -175,7 +168,7 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 			return slate_error_set(err, -ECANCELED,
 			                       "the caller left while it waited for a slot");
 		}
-		if (l->queue_timeout_s && now_s() - t0 >= l->queue_timeout_s) {
+		if (l->queue_timeout_s && time_mono_s() - t0 >= l->queue_timeout_s) {
 			(void)pthread_mutex_unlock(&l->lock);
 			return slate_error_set(err, -ETIMEDOUT,
 			                       "no slot within queue-timeout = %u s: %s",
@@ -191,7 +184,7 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 	l->starting_mib += memory_mib;
 	(void)pthread_mutex_unlock(&l->lock);
 	if (told)
-		log_notice("%s: got a slot after %.1f s", name, now_s() - t0);
+		log_notice("%s: got a slot after %.1f s", name, time_mono_s() - t0);
 	return 0;
 }
 

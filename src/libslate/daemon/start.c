@@ -26,6 +26,7 @@
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "vm/domain.h"
 #include "vm/kvm.h"
 #include "vm/lifecycle.h"
@@ -70,14 +71,6 @@ static void boot_paths_free(struct boot_paths *p)
 
 #define PROOF_TIMEOUT_S 120
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* What a callee said about its failure r: its message, else r's description. */
 static const char *why_failed(const struct slate_error *e, int r)
 {
@@ -97,7 +90,7 @@ static int cp_pause(void *userdata)
 	if (virDomainSuspend(p->dom) < 0)
 		return -EIO;
 	p->paused = true;
-	p->paused_at = now_s();
+	p->paused_at = time_mono_s();
 	return 0;
 }
 
@@ -116,7 +109,7 @@ static void cp_resume(void *userdata)
 		}
 		(void)usleep(500 * 1000);
 	}
-	p->paused_ms = (now_s() - p->paused_at) * 1000;
+	p->paused_ms = (time_mono_s() - p->paused_at) * 1000;
 	p->paused = false;
 }
 
@@ -583,7 +576,7 @@ static int start_prove(struct start_run *st)
 	if (!st->c.vsock && d->channels)
 		(void)channels_attach(d->channels, name, st->channel_sock);
 	start_progress("proving", "a login shell on a terminal runs a command", st->s);
-	t0 = now_s();
+	t0 = time_mono_s();
 	r = exec_terminal_proof(d, name, timeout_s * 1000, &e);
 	if (r < 0)
 		return slate_error_set(
@@ -592,7 +585,7 @@ static int start_prove(struct start_run *st)
 		        "it still runs: 'slate console %s' to look, 'slate stop --force "
 		        "%s' to stop it",
 		        name, why_failed(&e, r), name, name);
-	st->proof_s = now_s() - t0;
+	st->proof_s = time_mono_s() - t0;
 	return 0;
 }
 
