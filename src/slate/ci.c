@@ -78,11 +78,9 @@ _printf_(2, 3) static int ci_fail(const char *what, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "slate: %s: ", what);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	slate_vsay(what, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return system_failure();
 }
 

@@ -79,11 +79,9 @@ static int cp_fail(const struct cp_job *j, const char *fmt, ...)
 
 	if (j->progress)
 		fputc('\n', stderr);
-	fprintf(stderr, "slate: %s: ", j->what);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	slate_vsay(j->what, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return 1;
 }
 

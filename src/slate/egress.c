@@ -69,11 +69,7 @@ int cmd_egress(struct slate_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "egress: unknown option '%s'", argv[optind - 1]);
+		return slate_help_or_unknown(ctx, "egress", c, usage_text, argv);
 	}
 	nargs = argc - optind;
 	if (nargs < 2)

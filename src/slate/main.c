@@ -110,16 +110,31 @@ int slate_common_option(struct slate_ctx *ctx, int opt, const char *arg)
 	}
 }
 
+void slate_vsay(const char *what, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "slate: %s: ", what);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 int slate_fail(const char *what, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "slate: %s: ", what);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	slate_vsay(what, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return EXIT_FAILURE;
+}
+
+int slate_help_or_unknown(const struct slate_ctx *ctx, const char *what, int c, const char *usage,
+                          char **argv)
+{
+	if (c == 'h' || c == OPT_HELP) {
+		fputs(usage, stdout);
+		return EXIT_SUCCESS;
+	}
+	return slate_usage_error(ctx, "%s: unknown option '%s'", what, argv[optind - 1]);
 }
 
 int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...)
@@ -168,11 +183,7 @@ int slate_dispatch(struct slate_ctx *ctx, const char *usage, const struct slate_
 	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "%s: unknown option '%s'", group, argv[optind - 1]);
+		return slate_help_or_unknown(ctx, group, c, usage, argv);
 	}
 	if (optind >= argc) {
 		subcommand_names(names, sizeof(names), subs, n, " or ");

@@ -329,13 +329,8 @@ static int secret_set_cmd(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_PLAIN_HTTP:
 			plain_http = true;
 			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
 		default:
-			return slate_usage_error(ctx, "secret set: unknown option '%s'",
-			                         argv[optind - 1]);
+			return slate_help_or_unknown(ctx, "secret set", c, usage_text, argv);
 		}
 	}
 	if (global ? optind != argc - 1 : optind != argc - 2)
@@ -461,11 +456,7 @@ static int secret_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "secret ls: unknown option '%s'", argv[optind - 1]);
+		return slate_help_or_unknown(ctx, "secret ls", c, usage_text, argv);
 	}
 	if (optind < argc - 1)
 		return slate_usage_error(ctx, "secret ls: at most one workspace NAME");
@@ -554,11 +545,7 @@ static int secret_rm_cmd(struct slate_ctx *ctx, int argc, char **argv)
 			global = true;
 			continue;
 		}
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "secret rm: unknown option '%s'", argv[optind - 1]);
+		return slate_help_or_unknown(ctx, "secret rm", c, usage_text, argv);
 	}
 	if (global ? optind != argc - 1 : optind != argc - 2)
 		return slate_usage_error(ctx, "secret rm: give (NAME|--global) KEY");

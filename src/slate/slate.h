@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <getopt.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -48,6 +49,12 @@ int slate_getopt_name(int argc, char **argv, const char *optstring, const struct
 
 /* Prints "slate: what: why" to stderr. Returns EXIT_FAILURE. */
 int slate_fail(const char *what, const char *fmt, ...) _printf_(2, 3);
+/* Prints "slate: WHAT: " and the message, as slate_fail does. */
+void slate_vsay(const char *what, const char *fmt, va_list ap) _printf_(2, 0);
+/* For an option a command does not take: -h/--help prints usage and gives EXIT_SUCCESS, anything
+ * else is "WHAT: unknown option" (EXIT_USAGE). */
+int slate_help_or_unknown(const struct slate_ctx *ctx, const char *what, int c, const char *usage,
+                          char **argv);
 /* Prints "slate: message" and a hint to stderr. Returns EXIT_USAGE. */
 int slate_usage_error(const struct slate_ctx *ctx, const char *fmt, ...) _printf_(2, 3);
 /* Prints the failed API call's error. Returns EXIT_FAILURE. */

@@ -292,13 +292,8 @@ int cmd_ssh_key(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_PASSFILE:
 			passphrase_file = optarg;
 			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
 		default:
-			return slate_usage_error(ctx, "ssh-key: unknown option '%s'",
-			                         argv[optind - 1]);
+			return slate_help_or_unknown(ctx, "ssh-key", c, usage_text, argv);
 		}
 	}
 	nargs = argc - optind;

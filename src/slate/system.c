@@ -36,12 +36,7 @@ static int dial_stdio(struct slate_ctx *ctx, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
 		if (slate_common_option(ctx, c, optarg))
 			continue;
-		if (c == 'h' || c == OPT_HELP) {
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
-		}
-		return slate_usage_error(ctx, "system dial-stdio: unknown option '%s'",
-		                         argv[optind - 1]);
+		return slate_help_or_unknown(ctx, "system dial-stdio", c, usage_text, argv);
 	}
 	if (optind < argc)
 		return slate_usage_error(ctx, "system dial-stdio: unexpected argument '%s'",

@@ -150,13 +150,8 @@ int cmd_trace(struct slate_ctx *ctx, int argc, char **argv)
 				return slate_usage_error(ctx, "trace: --max wants a number");
 			max = optarg;
 			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage_text, stdout);
-			return EXIT_SUCCESS;
 		default:
-			return slate_usage_error(ctx, "trace: unknown option '%s'",
-			                         argv[optind - 1]);
+			return slate_help_or_unknown(ctx, "trace", c, usage_text, argv);
 		}
 	}
 	if (argc - optind != 1)
