@@ -50,6 +50,8 @@ tests/unit/systemd-units.test verifies the units"
 commands; tests/integration/workspaces.sh and daemon.sh check both"
     ["slated.8:EXAMPLES:"]="needs a group dev and root's /srv and /run; tests/integration/daemon.sh \
 and workspaces.sh run the same steps (--socket-group with a test group, --cleanup)"
+    ["slate.1:REMOTE HOSTS:"]="the ssh command line slate runs for --host, not one to type; \
+tests/integration/remote-ssh.sh runs it against a real sshd on 127.0.0.1"
     ["slate console dev"]="interactive: it copies the serial console until Ctrl-] on a terminal; \
 tests/integration/boot-test-image.sh reads the console"
 )
