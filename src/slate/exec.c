@@ -390,13 +390,6 @@ static int exec_session_fds(struct slate_ctx *ctx, const char *what, const char 
 	return status;
 }
 
-static int exec_session(struct slate_ctx *ctx, const char *what, const char *path,
-                        struct json_object *body, const struct exec_opts *o)
-{
-	return exec_session_fds(ctx, what, path, body, o, STDIN_FILENO, STDOUT_FILENO,
-	                        STDERR_FILENO, NULL);
-}
-
 int slate_exec_fds(struct slate_ctx *ctx, const char *what, const char *name,
                    const struct exec_opts *o, int in_fd, int out_fd, int err_fd, bool *ret_ended)
 {
@@ -471,7 +464,6 @@ int cmd_exec(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct option longopts[] = {SLATE_COMMON_OPTS, EXEC_COMMON_LONGOPTS, {}};
 	struct exec_opts o = {0};
-	char path[128 + WORKSPACE_NAME_MAX];
 	const char *name = NULL;
 	int c, r;
 
@@ -521,8 +513,8 @@ int cmd_exec(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_usage_error(ctx, "exec: give a command after the workspace NAME");
 	o.argv = argv + optind;
 	o.argc = argc - optind;
-	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/exec", name);
-	return exec_session(ctx, "exec", path, NULL, &o);
+	return slate_exec_fds(ctx, "exec", name, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
+	                      NULL);
 }
 
 int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
@@ -530,7 +522,6 @@ int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS, {"user", required_argument, NULL, OPT_USER}, {}};
 	struct exec_opts o = {.interactive = true, .tty = true, .login = true};
-	char path[128 + WORKSPACE_NAME_MAX];
 	const char *name = NULL;
 	int c;
 
@@ -557,11 +548,8 @@ int cmd_shell(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_usage_error(ctx, "shell: --json makes no sense for a shell");
 	if (!name || optind < argc)
 		return slate_usage_error(ctx, "shell: give exactly one workspace NAME");
-	if (workspace_name_check(name) < 0)
-		return slate_usage_error(ctx, "shell: invalid name '%s': %s", name,
-		                         WORKSPACE_NAME_RULE);
-	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/exec", name);
-	return exec_session(ctx, "shell", path, NULL, &o);
+	return slate_exec_fds(ctx, "shell", name, &o, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO,
+	                      NULL);
 }
 
 int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
@@ -662,5 +650,6 @@ int cmd_run(struct slate_ctx *ctx, int argc, char **argv)
 		return slate_fail("run", "out of memory");
 	o.argv = argv + optind;
 	o.argc = argc - optind;
-	return exec_session(ctx, "run", "/v1/run", body, &o);
+	return exec_session_fds(ctx, "run", "/v1/run", body, &o, STDIN_FILENO, STDOUT_FILENO,
+	                        STDERR_FILENO, NULL);
 }
