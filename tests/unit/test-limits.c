@@ -30,11 +30,11 @@ static void test_settings(void **state)
 	        {"0", "4G", "queue", "0", 0, 0, 4096, true, 0, NULL},
 	        {"8", "512M", NULL, NULL, 0, 8, 512, true, 0, NULL},
 	        {"-1", NULL, NULL, NULL, -EINVAL, 0, 0, false, 0, "max-running = -1"},
-	        {"two", NULL, NULL, NULL, -EINVAL, 0, 0, false, 0, "a count"},
+	        {"two", NULL, NULL, NULL, -EINVAL, 0, 0, false, 0, "a number from 0 to 100000"},
 	        {"100001", NULL, NULL, NULL, -EINVAL, 0, 0, false, 0, "max-running"},
-	        {NULL, "12", NULL, NULL, -EINVAL, 0, 0, false, 0, "at least 64M"},
+	        {NULL, "12", NULL, NULL, -EINVAL, 0, 0, false, 0, "at least 64.0 MiB"},
 	        {NULL, "lots", NULL, NULL, -EINVAL, 0, 0, false, 0, "memory-budget = lots"},
-	        {NULL, NULL, "wait", NULL, -EINVAL, 0, 0, false, 0, "queue or refuse"},
+	        {NULL, NULL, "wait", NULL, -EINVAL, 0, 0, false, 0, "one of queue|refuse"},
 	        {NULL, NULL, NULL, "1h", -EINVAL, 0, 0, false, 0, "queue-timeout = 1h"},
 	};
 	(void)state;

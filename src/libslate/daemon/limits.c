@@ -10,6 +10,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/limits.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/size.h"
 #include "util/time.h"
@@ -30,16 +31,14 @@ static uint64_t host_memory_mib(void)
 	return 0;
 }
 
-static int parse_count(const char *s, unsigned max, unsigned *ret)
+/* Checks value against slate.conf's table (util/conf.c holds each key's bounds); NULL is the
+ * default. */
+static int check_setting(const char *key, const char *value, struct slate_error *err)
 {
-	char *end;
-	unsigned long v;
+	char why[160];
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max)
-		return -EINVAL;
-	*ret = (unsigned)v;
+	if (value && conf_check_value(conf_key_find(key), value, why, sizeof(why)) < 0)
+		return slate_error_set(err, -EINVAL, "%s = %s: %s", key, value, why);
 	return 0;
 }
 
@@ -49,28 +48,25 @@ int daemon_limits_init(struct daemon_limits *l, const char *max_running, const c
 	uint64_t bytes;
 
 	*l = (struct daemon_limits){.queue = true};
-	if (max_running && parse_count(max_running, 100000, &l->max_running) < 0)
-		return slate_error_set(err, -EINVAL, "max-running = %s: a count, 0 for no limit",
-		                       max_running);
+	if (check_setting("max-running", max_running, err) < 0 ||
+	    check_setting("memory-budget", memory_budget, err) < 0 ||
+	    check_setting("when-full", when_full, err) < 0 ||
+	    check_setting("queue-timeout", queue_timeout, err) < 0)
+		return -EINVAL;
+	if (max_running)
+		l->max_running = (unsigned)strtoul(max_running, NULL, 10);
 	if (memory_budget && strcmp(memory_budget, "none") == 0)
 		l->memory_budget_mib = 0;
-	else if (memory_budget && strcmp(memory_budget, "auto") != 0) {
-		if (size_parse(memory_budget, &bytes) < 0 || bytes < (64ull << 20))
-			return slate_error_set(
-			        err, -EINVAL,
-			        "memory-budget = %s: a size (at least 64M), auto or none",
-			        memory_budget);
+	else if (memory_budget && strcmp(memory_budget, "auto") != 0 &&
+	         size_parse(memory_budget, &bytes) == 0)
 		l->memory_budget_mib = bytes >> 20;
-	} else {
+	else {
 		uint64_t host = host_memory_mib();
 		l->memory_budget_mib = host > 2 * HOST_RESERVE_MIB ? host - HOST_RESERVE_MIB : host;
 	}
-	if (when_full && strcmp(when_full, "queue") != 0 && strcmp(when_full, "refuse") != 0)
-		return slate_error_set(err, -EINVAL, "when-full = %s: queue or refuse", when_full);
 	l->queue = !when_full || strcmp(when_full, "queue") == 0;
-	if (queue_timeout && parse_count(queue_timeout, 7 * 24 * 3600, &l->queue_timeout_s) < 0)
-		return slate_error_set(err, -EINVAL, "queue-timeout = %s: seconds, 0 for none",
-		                       queue_timeout);
+	if (queue_timeout)
+		l->queue_timeout_s = (unsigned)strtoul(queue_timeout, NULL, 10);
 	(void)pthread_mutex_init(&l->lock, NULL);
 	{
 		pthread_condattr_t a;
