@@ -28,6 +28,7 @@ static const struct command commands[] = {
         {"exec", cmd_exec, "run a command in a running workspace; its exit status is ours"},
         {"shell", cmd_shell, "an interactive login shell in a running workspace"},
         {"run", cmd_run, "create if needed, start, run a command; --rm deletes it after"},
+        {"probe", cmd_probe, "check that a running workspace's disks hold nobody else's data"},
         {"cp", cmd_cp, "copy files and directories between the host and a workspace"},
         {"reset", cmd_reset, "reset the system disk to the base; home survives"},
         {"wipe-home", cmd_wipe_home, "discard /home and the generated SSH key pair"},

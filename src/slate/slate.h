@@ -15,6 +15,8 @@
 #include "util/macro.h"
 
 #define EXIT_USAGE 2
+/* slate probe found bytes the workspace never wrote (doc/residue.md). */
+#define EXIT_FOREIGN 3
 
 struct slate_ctx {
 	bool json;
@@ -101,6 +103,12 @@ int image_pull_cmd(struct slate_ctx *ctx, int argc, char **argv);
 int image_verify_cmd(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_start(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_stop(struct slate_ctx *ctx, int argc, char **argv);
+int cmd_probe(struct slate_ctx *ctx, int argc, char **argv);
+/* In vm.c: POST /v1/workspaces/NAME/probe (regions 0: the default; marker may be NULL), with
+ * progress on stderr; and the result as `slate probe` prints it. */
+int slate_probe_call(struct slate_ctx *ctx, const char *name, unsigned regions, const char *marker,
+                     struct json_object **ret);
+void slate_probe_print(struct json_object *res);
 int cmd_console(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_exec(struct slate_ctx *ctx, int argc, char **argv);
 /* A command run in a workspace's guest, as 'slate exec' runs it. */

@@ -255,6 +255,162 @@ int cmd_stop(struct slate_ctx *ctx, int argc, char **argv)
 	return EXIT_SUCCESS;
 }
 
+/* ---- probe: the residue check (doc/residue.md) ---- */
+
+int slate_probe_call(struct slate_ctx *ctx, const char *name, unsigned regions, const char *marker,
+                     struct json_object **ret)
+{
+	_cleanup_json_ struct json_object *body = json_object_new_object();
+
+	if (!body || (regions && json_add_int64(body, "regions", regions) < 0) ||
+	    (marker && json_add_string(body, "marker", marker) < 0))
+		return slate_fail(ctx->command, "out of memory");
+	return call_stream(ctx, name, "probe", body, ret);
+}
+
+static int64_t member_int(struct json_object *o, const char *key)
+{
+	int64_t v = 0;
+
+	(void)json_get_int64(o, key, &v);
+	return v;
+}
+
+void slate_probe_print(struct json_object *res)
+{
+	struct json_object *devs = NULL;
+	const char *name = "?", *storage = "?";
+	bool clean = false, complete = false;
+	double secs = json_object_get_double(json_object_object_get(res, "seconds"));
+
+	(void)json_get_string(res, "name", &name);
+	(void)json_get_string(res, "storage", &storage);
+	(void)json_get_bool(res, "clean", &clean);
+	(void)json_get_bool(res, "complete", &complete);
+	printf("probe of %s (%s storage): %lld regions written, %lld compared, %lld foreign bytes "
+	       "in %.1f s\n",
+	       name, storage, (long long)member_int(res, "written"),
+	       (long long)member_int(res, "compared"), (long long)member_int(res, "foreign_bytes"),
+	       secs);
+	(void)json_get_array(res, "devices", &devs);
+	for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
+		struct json_object *v = json_object_array_get_idx(devs, i), *hits = NULL,
+		                   *errs = NULL, *fss = NULL, *cl = NULL;
+		const char *dev = "?", *file = "?";
+
+		(void)json_get_string(v, "device", &dev);
+		(void)json_get_string(v, "file", &file);
+		(void)json_get_array(v, "hits", &hits);
+		(void)json_get_array(v, "errors", &errs);
+		(void)json_get_array(v, "filesystems", &fss);
+		(void)json_get_object(v, "classes", &cl);
+		printf("  %s (%s): %lld free 64 KiB regions; %lld written, %lld compared", dev,
+		       file, (long long)member_int(v, "free_regions"),
+		       (long long)member_int(v, "written"), (long long)member_int(v, "compared"));
+		if (cl && member_int(cl, "unknown") > 0)
+			printf(" (a block device: the host cannot tell freed guest data from "
+			       "foreign)");
+		if (member_int(v, "foreign_bytes") > 0)
+			printf("; FOREIGN: %lld bytes in %lld regions",
+			       (long long)member_int(v, "foreign_bytes"),
+			       (long long)member_int(v, "regions_with_foreign_bytes"));
+		else
+			printf("; clean");
+		printf("\n");
+		for (size_t k = 0; fss && k < json_object_array_length(fss); k++) {
+			const char *f = "?";
+			(void)json_get_string(json_object_array_get_idx(fss, k), "filesystem", &f);
+			printf("    file system %s\n", f);
+		}
+		for (size_t k = 0; hits && k < json_object_array_length(hits); k++) {
+			struct json_object *h = json_object_array_get_idx(hits, k);
+			const char *pass = "?", *sample = "";
+			(void)json_get_string(h, "pass", &pass);
+			(void)json_get_string(h, "sample", &sample);
+			printf("    %s at %lld (%s pass): %lld bytes from +%lld, marker %lld "
+			       "times: "
+			       "\"%s\"\n",
+			       dev, (long long)member_int(h, "offset"), pass,
+			       (long long)member_int(h, "bytes"), (long long)member_int(h, "first"),
+			       (long long)member_int(h, "markers"), sample);
+		}
+		for (size_t k = 0; errs && k < json_object_array_length(errs); k++)
+			printf("    not probed: %s\n",
+			       json_object_get_string(json_object_array_get_idx(errs, k)));
+	}
+	if (!clean)
+		printf("%s holds bytes it never wrote: report this with the output of "
+		       "'slate probe %s --json'\n",
+		       name, name);
+	else if (!complete)
+		printf("no foreign bytes, but the probe did not cover everything (above)\n");
+}
+
+int cmd_probe(struct slate_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_REGIONS = 1, OPT_MARKER };
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"regions", required_argument, NULL, OPT_REGIONS},
+	        {"marker", required_argument, NULL, OPT_MARKER},
+	        {},
+	};
+	static const char usage[] =
+	        "Usage: slate probe NAME [--regions N] [--marker TEXT] [--json]\n"
+	        "Check that the running workspace's disks hold nobody else's data: write 4 KiB\n"
+	        "into free 64 KiB regions the host never wrote, read the rest back, and compare\n"
+	        "free blocks with the base image. Exit status 3 when a foreign byte is found.\n"
+	        "  --regions N    regions per disk, spread over it (default 256)\n"
+	        "  --marker TEXT  also count TEXT in what is found (at most 64 bytes)\n";
+	_cleanup_json_ struct json_object *res = NULL;
+	const char *name, *marker = NULL;
+	bool clean = false, complete = false;
+	unsigned regions = 0;
+	int c, r;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		if (c == OPT_REGIONS) {
+			char *end;
+			unsigned long v;
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 65536 ||
+			    optarg[0] == '-')
+				return slate_usage_error(ctx, "probe: --regions %s: 1 to 65536",
+				                         optarg);
+			regions = (unsigned)v;
+		} else if (c == OPT_MARKER) {
+			if (!*optarg || strlen(optarg) > 64)
+				return slate_usage_error(ctx, "probe: --marker: 1 to 64 bytes");
+			marker = optarg;
+		} else {
+			return slate_help_or_unknown(ctx, "probe", c, usage, argv);
+		}
+	}
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "probe: give exactly one workspace NAME");
+	name = argv[optind];
+	if (check_name(ctx, name) != 0)
+		return EXIT_USAGE;
+	r = slate_probe_call(ctx, name, regions, marker, &res);
+	if (r != 0)
+		return r;
+	(void)json_get_bool(res, "clean", &clean);
+	(void)json_get_bool(res, "complete", &complete);
+	if (ctx->json) {
+		json_object_object_del(res, "type");
+		slate_print_json(res);
+	} else {
+		slate_probe_print(res);
+	}
+	if (!clean)
+		return EXIT_FOREIGN;
+	return complete ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 /* ---- console: an upgraded connection, then raw bytes both ways ---- */
 
 #define CONSOLE_PROTOCOL "slate-console"

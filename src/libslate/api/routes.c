@@ -255,6 +255,7 @@ static const struct api_route routes[] = {
         {"POST", "/workspaces/:name/wipe", handle_workspace_wipe},
         {"POST", "/workspaces/:name/start", handle_workspace_start},
         {"POST", "/workspaces/:name/stop", handle_workspace_stop},
+        {"POST", "/workspaces/:name/probe", handle_workspace_probe},
         {"POST", "/workspaces/:name/console", handle_workspace_console},
         {"POST", "/workspaces/:name/exec", handle_workspace_exec},
         {"POST", "/run", handle_run},

@@ -17,6 +17,7 @@
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
+#include "daemon/probe.h"
 #include "daemon/start.h"
 #include "util/error.h"
 #include "util/fs.h"
@@ -180,6 +181,74 @@ int handle_workspace_stop(struct api_request *req, struct api_reply *reply)
 	if (r < 0)
 		return r;
 	return api_reply_stream(reply, stop_stream, op, free);
+}
+
+/* ---- the residue probe (doc/residue.md) ---- */
+
+struct probe_op {
+	struct daemon_ctx *d;
+	char name[WORKSPACE_NAME_MAX + 1];
+	struct daemon_probe_opts o;
+	uint8_t marker[PROBE_MARKER_MAX];
+};
+
+static int probe_stream(struct api_stream *s, void *arg)
+{
+	struct probe_op *op = arg;
+	struct slate_error err = {0};
+	struct json_object *res = NULL;
+
+	if (daemon_probe(op->d, op->name, &op->o, progress, s, &res, &err) < 0) {
+		log_ws(LOG_WARNING, op->name, "probe of %s: %s", op->name, err.msg);
+		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
+	}
+	{
+		struct json_object *fb = NULL;
+		(void)json_object_object_get_ex(res, "foreign_bytes", &fb);
+		log_ws(json_object_get_int64(fb) ? LOG_WARNING : LOG_INFO, op->name,
+		       "probe of %s: %lld foreign bytes", op->name,
+		       (long long)json_object_get_int64(fb));
+	}
+	return api_stream_result(s, res);
+}
+
+int handle_workspace_probe(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct probe_op *op;
+	const char *marker = NULL;
+	int64_t n;
+
+	if (api_need_workspaces(d, reply) < 0 ||
+	    api_load_visible(d, req, req->params[0], NULL, reply) < 0)
+		return -EINVAL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->d = d;
+	memcpy(op->name, req->params[0], strnlen(req->params[0], WORKSPACE_NAME_MAX));
+	if (req->body && json_get_int64(req->body, "regions", &n) >= 0) {
+		if (n < 1 || n > PROBE_REGIONS_MAX) {
+			free(op);
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "regions must be 1 to %u", PROBE_REGIONS_MAX),
+			       -EINVAL;
+		}
+		op->o.regions = (unsigned)n;
+	}
+	if (req->body && json_get_string(req->body, "marker", &marker) >= 0) {
+		size_t len = strlen(marker);
+		if (len < 1 || len > PROBE_MARKER_MAX) {
+			free(op);
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "a marker is 1 to %u bytes", PROBE_MARKER_MAX),
+			       -EINVAL;
+		}
+		memcpy(op->marker, marker, len);
+		op->o.marker = op->marker;
+		op->o.marker_len = len;
+	}
+	return api_reply_stream(reply, probe_stream, op, free);
 }
 
 /* ---- the console: an upgraded connection bridged to the domain's serial console ---- */

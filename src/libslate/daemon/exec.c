@@ -756,6 +756,148 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
 	}
 }
 
+/* ---- a dialog: slated itself talks to a guest program over its stdin and stdout ---- */
+
+struct exec_dialog {
+	int fd;
+	uint8_t in[RELAY_CAP + 4096]; /* records received, not yet taken apart */
+	size_t in_len;
+	char *line; /* stdout bytes not yet returned as lines */
+	size_t line_len, line_cap;
+	int status; /* the program's exit status once EXIT came, else -1 */
+};
+
+void exec_dialog_free(struct exec_dialog *g)
+{
+	if (!g)
+		return;
+	safe_close(g->fd);
+	free(g->line);
+	free(g);
+}
+
+int exec_dialog_open(struct daemon_ctx *d, const char *name, const struct ex_request *req,
+                     struct exec_dialog **ret, struct slate_error *err)
+{
+	_cleanup_free_ uint8_t *buf = malloc(EX_MAX_REQUEST + EX_HEADER_LEN);
+	struct exec_dialog *g = calloc(1, sizeof(*g));
+	long n;
+	int r;
+
+	if (!buf || !g) {
+		free(g);
+		return slate_error_errno(err, -ENOMEM, "exec");
+	}
+	g->status = -1;
+	r = exec_open(d, name, &g->fd, err);
+	if (r < 0) {
+		g->fd = -1;
+		exec_dialog_free(g);
+		return r;
+	}
+	n = ex_request_encode(req, buf, EX_MAX_REQUEST + EX_HEADER_LEN);
+	if (n < 0 || fs_write_all(g->fd, buf, (size_t)n) < 0) {
+		exec_dialog_free(g);
+		return slate_error_set(err, n < 0 ? (int)n : -EIO, "cannot send the request");
+	}
+	*ret = g;
+	return 0;
+}
+
+int exec_dialog_send(struct exec_dialog *g, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	while (len > 0) {
+		size_t k = len < EX_MAX_RECORD ? len : EX_MAX_RECORD;
+		if (send_record(g->fd, EX_STDIN, b, k) < 0)
+			return -EIO;
+		b += k;
+		len -= k;
+	}
+	return 0;
+}
+
+/* Takes the records in g->in apart: stdout to g->line, the end to g->status. */
+static int dialog_records(struct exec_dialog *g, struct slate_error *err)
+{
+	struct ex_record rec;
+	int m;
+
+	while ((m = ex_record_decode(g->in, g->in_len, &rec)) > 0) {
+		if (rec.type == EX_STDOUT) {
+			if (g->line_len + rec.len > EXEC_DIALOG_BUFFER)
+				return slate_error_set(err, -EMSGSIZE,
+				                       "the guest program wrote a line too long");
+			if (g->line_len + rec.len > g->line_cap) {
+				size_t cap = g->line_len + rec.len + 4096;
+				char *nl = realloc(g->line, cap);
+				if (!nl)
+					return slate_error_errno(err, -ENOMEM, "exec");
+				g->line = nl;
+				g->line_cap = cap;
+			}
+			memcpy(g->line + g->line_len, rec.payload, rec.len);
+			g->line_len += rec.len;
+		} else if (rec.type == EX_STDERR) {
+			log_debug("guest program: %.*s", (int)(rec.len > 512 ? 512 : rec.len),
+			          (const char *)rec.payload);
+		} else if (rec.type == EX_EXIT) {
+			uint32_t v = ch_get_u32(rec.payload + 1);
+			g->status = rec.payload[0] == 0 ? (int)(v & 0xff) : 128 + (int)(v & 0x7f);
+		} else if (rec.type == EX_ERROR) {
+			return slate_error_set(err, -EIO, "%.*s", (int)rec.len,
+			                       (const char *)rec.payload);
+		} else if (rec.type != EX_STARTED) {
+			return slate_error_set(err, -EPROTO, "unexpected record %u", rec.type);
+		}
+		memmove(g->in, g->in + m, g->in_len - (size_t)m);
+		g->in_len -= (size_t)m;
+	}
+	if (m < 0)
+		return slate_error_set(err, -EPROTO, "malformed record from the guest");
+	return 0;
+}
+
+int exec_dialog_line(struct exec_dialog *g, int64_t deadline_ms, char *out, size_t out_len,
+                     struct slate_error *err)
+{
+	for (;;) {
+		char *nl = g->line_len ? memchr(g->line, '\n', g->line_len) : NULL;
+		struct pollfd p = {.fd = g->fd, .events = POLLIN};
+		int64_t left;
+		ssize_t k;
+		int r;
+
+		if (nl) {
+			size_t n = (size_t)(nl - g->line);
+			if (n >= out_len)
+				return slate_error_set(err, -EMSGSIZE,
+				                       "the guest program wrote a line too long");
+			memcpy(out, g->line, n);
+			out[n] = '\0';
+			memmove(g->line, nl + 1, g->line_len - n - 1);
+			g->line_len -= n + 1;
+			return 0;
+		}
+		if (g->status >= 0)
+			return slate_error_set(err, -EPIPE, "the guest program exited %d",
+			                       g->status);
+		left = deadline_ms - time_mono_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return slate_error_set(err, -ETIMEDOUT, "the guest program did not answer");
+		k = read(g->fd, g->in + g->in_len, sizeof(g->in) - g->in_len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return slate_error_set(err, -ECONNRESET, "the guest closed the session");
+		g->in_len += (size_t)k;
+		r = dialog_records(g, err);
+		if (r < 0)
+			return r;
+	}
+}
+
 int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
                         struct slate_error *err)
 {

@@ -31,6 +31,22 @@ int exec_collect(struct daemon_ctx *d, const char *name, const struct ex_request
  * that must execute a command and print its output. Retries until timeout_ms. 0 when proven,
  * else < 0 with err (may be NULL) saying what the last try got.
  */
+/*
+ * A dialog with a program slated runs in the guest (`slate-guest --probe`): opened with req,
+ * fed with exec_dialog_send() (stdin), read a line at a time (stdout, without its newline; at
+ * most out_len - 1 bytes, EXEC_DIALOG_BUFFER buffered). exec_dialog_line() fails with -EPIPE
+ * once the program exited and its output is used up, -ETIMEDOUT at the deadline (time_mono_ms()).
+ */
+#define EXEC_DIALOG_BUFFER (4u * 1024 * 1024)
+struct exec_dialog;
+int exec_dialog_open(struct daemon_ctx *d, const char *name, const struct ex_request *req,
+                     struct exec_dialog **ret, struct slate_error *err);
+int exec_dialog_send(struct exec_dialog *g, const void *p, size_t len);
+int exec_dialog_line(struct exec_dialog *g, int64_t deadline_ms, char *out, size_t out_len,
+                     struct slate_error *err);
+void exec_dialog_free(struct exec_dialog *g);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct exec_dialog *, exec_dialog_free);
+
 int exec_terminal_proof(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
                         struct slate_error *err);
 

@@ -517,6 +517,7 @@ static void start_vm_config(struct start_run *st)
 	        .cpus = w->cpus,
 	        .kvm = vm_kvm_usable(st->d->libvirt_uri) > 0,
 	        .disk = p->disk,
+	        .disk_format = storage_get_kind(st->d->storage) == STORAGE_QCOW2 ? "qcow2" : NULL,
 	        .home = p->home,
 	        .disk_io = vm_disk_io(),
 	        .kernel = p->kernel,

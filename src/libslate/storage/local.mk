@@ -11,6 +11,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/storage/rmtree.c src/libslate/storage/rmtree.h \
 	src/libslate/storage/sparse.c src/libslate/storage/sparse.h \
 	src/libslate/storage/spawn.c src/libslate/storage/spawn.h \
+	src/libslate/storage/residue.c src/libslate/storage/residue.h \
 	src/libslate/storage/usage.c
 
 # Storage and image store tests on real loop-mounted btrfs, XFS (reflink=1) and ext4 made in

@@ -80,3 +80,24 @@ fail:
 	(void)unlinkat(dst_fd, dst, 0);
 	return r;
 }
+
+/*
+ * The virtual size of the qcow2 image file in dirfd (header: magic "QFI\xfb", then the
+ * big-endian size at byte 24), so that ls/describe show what the guest sees, not the overlay's.
+ */
+int qcow2_virtual_size(int dirfd, const char *file, uint64_t *ret)
+{
+	_cleanup_close_ int fd = -1;
+	uint8_t h[32];
+	uint64_t size = 0;
+
+	fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h, "QFI\xfb", 4) != 0)
+		return -EINVAL;
+	for (int i = 24; i < 32; i++)
+		size = size << 8 | h[i];
+	*ret = size;
+	return 0;
+}

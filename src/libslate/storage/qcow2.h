@@ -3,6 +3,7 @@
 
 /* The qcow2 fallback: overlays whose backing file is the base image (qemu-img). */
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -15,3 +16,5 @@ int qcow2_create_overlay(const char *backing_path, int dst_fd, const char *dst, 
 
 /* Returns the absolute path of the directory open as fd (from /proc/self/fd), newly allocated. */
 int qcow2_fd_path(int fd, char **ret);
+/* The guest-visible size of the qcow2 image file in dirfd (AT_FDCWD: a path), from its header. */
+int qcow2_virtual_size(int dirfd, const char *file, uint64_t *ret);

@@ -88,14 +88,14 @@ static void trim_output(char *s, size_t *len)
  * reaps it and turns its exit status into the result; *out has room for SPAWN_OUTPUT_MAX + 1
  * bytes and goes to *ret_output (when not NULL) once the program ran.
  */
-static int collect(pid_t pid, int rd, const char *prog, char **out, char **ret_output)
+static int collect(pid_t pid, int rd, const char *prog, size_t max, char **out, char **ret_output)
 {
 	size_t len = 0;
 	int status;
 
 	for (;;) {
 		char sink[1024];
-		size_t room = SPAWN_OUTPUT_MAX - len;
+		size_t room = max - len;
 		ssize_t n = room > 0 ? read(rd, *out + len, room) : read(rd, sink, sizeof(sink));
 
 		if (n < 0) {
@@ -113,7 +113,7 @@ static int collect(pid_t pid, int rd, const char *prog, char **out, char **ret_o
 			return -errno;
 	}
 	trim_output(*out, &len);
-	log_debug("%s exited with status %d%s%s", prog,
+	log_debug("%s exited with status %d%s%.4096s", prog,
 	          WIFEXITED(status) ? WEXITSTATUS(status) : -1, len > 0 ? ": " : "", *out);
 	if (ret_output)
 		*ret_output = TAKE_PTR(*out);
@@ -123,6 +123,11 @@ static int collect(pid_t pid, int rd, const char *prog, char **out, char **ret_o
 }
 
 int spawn_run(const char *const *argv, char **ret_output)
+{
+	return spawn_run_max(argv, SPAWN_OUTPUT_MAX, ret_output);
+}
+
+int spawn_run_max(const char *const *argv, size_t max, char **ret_output)
 {
 	_cleanup_free_ char *prog = NULL, *out = NULL;
 	_cleanup_close_ int rd = -1, wr = -1, null = -1;
@@ -137,7 +142,7 @@ int spawn_run(const char *const *argv, char **ret_output)
 	r = find_program(argv[0], &prog);
 	if (r < 0)
 		return r;
-	out = malloc(SPAWN_OUTPUT_MAX + 1);
+	out = malloc(max + 1);
 	if (!out)
 		return -ENOMEM;
 	/* Opened here: a missing /dev/null must not look like a missing program. */
@@ -183,7 +188,7 @@ int spawn_run(const char *const *argv, char **ret_output)
 	if (r != 0)
 		return -r;
 	wr = safe_close(wr);
-	return collect(pid, rd, prog, &out, ret_output);
+	return collect(pid, rd, prog, max, &out, ret_output);
 }
 
 /* ---- confined ----------------------------------------------------------------------------- */
@@ -595,5 +600,5 @@ int spawn_run_confined(const char *const *argv, const struct spawn_file *files, 
 			;
 		return confine_failed(argv[0], what, which, rep.err, &out, ret_output);
 	}
-	return collect(pid, rd, real, &out, ret_output);
+	return collect(pid, rd, real, SPAWN_OUTPUT_MAX, &out, ret_output);
 }

@@ -15,6 +15,8 @@
  * its exit status), *ret_output gets what it printed, trimmed (caller frees).
  */
 int spawn_run(const char *const *argv, char **ret_output);
+/* As spawn_run(), keeping up to max bytes of the output (a tool whose output is its answer). */
+int spawn_run_max(const char *const *argv, size_t max, char **ret_output);
 
 /* A file a confined program sees: fd, already open, bind-mounted at path in its root. */
 struct spawn_file {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/buf.h"
 #include "util/error.h"
@@ -143,14 +144,27 @@ static xmlNodePtr find_by_target(xmlNodePtr devices, const char *elem, const cha
 	return NULL;
 }
 
-static int set_disk(xmlNodePtr devices, const char *dev, const char *path, const char *io)
+/*
+ * A disk's source: a file, or a block device (a device node in the workspace directory, where a
+ * block backend puts it; `slate probe`'s test backend is one), in the given format.
+ */
+static int set_disk(xmlNodePtr devices, const char *dev, const char *path, const char *format,
+                    const char *io)
 {
-	xmlNodePtr d = find_by_target(devices, "disk", "dev", dev), drv;
+	xmlNodePtr d = find_by_target(devices, "disk", "dev", dev), drv, src;
+	struct stat st;
+	bool block = lstat(path, &st) == 0 && S_ISBLK(st.st_mode);
 
 	if (!d)
 		return SLATE_ERR_INVALID_FORMAT;
 	drv = ensure_child(d, "driver");
-	if (set_prop(ensure_child(d, "source"), "file", path) < 0 || set_prop(drv, "io", io) < 0)
+	src = ensure_child(d, "source");
+	if (!drv || !src)
+		return -ENOMEM;
+	(void)xmlUnsetProp(src, BAD_CAST(block ? "file" : "dev"));
+	if (set_prop(d, "type", block ? "block" : "file") < 0 ||
+	    set_prop(src, block ? "dev" : "file", path) < 0 || set_prop(drv, "io", io) < 0 ||
+	    set_prop(drv, "type", format ? format : "raw") < 0)
 		return -ENOMEM;
 	/* io='native' needs O_DIRECT, which cache='none' gives; keep the pair consistent. */
 	if (streq(io, "native") && set_prop(drv, "cache", "none") < 0)
@@ -342,10 +356,10 @@ int vm_xml_build(const char *template_text, const struct vm_config *c, char **re
 		}
 	}
 
-	r = set_disk(devices, "vda", c->disk, c->disk_io);
+	r = set_disk(devices, "vda", c->disk, c->disk_format, c->disk_io);
 	if (r < 0)
 		return r;
-	r = set_disk(devices, "vdb", c->home, c->disk_io);
+	r = set_disk(devices, "vdb", c->home, NULL, c->disk_io);
 	if (r < 0)
 		return r;
 	serial = child(devices, "serial");

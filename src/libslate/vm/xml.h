@@ -34,13 +34,14 @@ struct vm_config {
 	const char *mac;
 	uint64_t memory_mib;
 	unsigned cpus;
-	bool kvm;            /* type='kvm', else 'qemu' (TCG) */
-	const char *disk;    /* disk.img */
-	const char *home;    /* home.img */
-	const char *disk_io; /* "io_uring", "native" or "threads" */
-	const char *kernel;  /* direct kernel boot when set */
-	const char *initrd;  /* may be NULL */
-	const char *cmdline; /* may be NULL */
+	bool kvm;                /* type='kvm', else 'qemu' (TCG) */
+	const char *disk;        /* disk.img */
+	const char *disk_format; /* "qcow2" (qcow2 storage: an overlay of the base), NULL: raw */
+	const char *home;        /* home.img */
+	const char *disk_io;     /* "io_uring", "native" or "threads" */
+	const char *kernel;      /* direct kernel boot when set */
+	const char *initrd;      /* may be NULL */
+	const char *cmdline;     /* may be NULL */
 	const char *console_log;
 	const char *channel_socket; /* virtio-serial port's unix socket (used when !vsock) */
 	bool vsock;                 /* a vhost-vsock device with an automatic CID instead */
