@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -195,6 +196,40 @@ static void test_kvm_vsock_firmware(void **state)
 	assert_int_equal(count(&p, "/domain/os/kernel"), 0);
 	assert_xp(&p, "/domain/os/boot/@dev", "hd");
 	assert_xp(&p, "/domain/devices/disk[target/@dev='vda']/driver/@io", "native");
+	parsed_free(&p);
+}
+
+/* qcow2 storage: vda is the overlay, read through its format (raw would hand the guest the
+ * qcow2 file's own bytes); a block device node as a disk becomes a block disk. */
+static void test_disk_kinds(void **state)
+{
+	static const char *const blockdevs[] = {"/dev/loop0", "/dev/vda", "/dev/sda",
+	                                        "/dev/nvme0n1"};
+	struct vm_config c = base_config();
+	const char *blk = NULL;
+	struct stat st;
+	struct parsed p;
+
+	(void)state;
+	c.disk_format = "qcow2";
+	build(&c, &p);
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vda']/driver/@type", "qcow2");
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vdb']/driver/@type", "raw");
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vdb']/@type", "file");
+	parsed_free(&p);
+
+	for (size_t i = 0; i < ELEMENTSOF(blockdevs) && !blk; i++)
+		if (lstat(blockdevs[i], &st) == 0 && S_ISBLK(st.st_mode))
+			blk = blockdevs[i];
+	if (!blk)
+		skip();
+	c = base_config();
+	c.home = blk;
+	build(&c, &p);
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vdb']/@type", "block");
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vdb']/source/@dev", blk);
+	assert_int_equal(count(&p, "/domain/devices/disk[target/@dev='vdb']/source/@file"), 0);
+	assert_xp(&p, "/domain/devices/disk[target/@dev='vda']/@type", "file");
 	parsed_free(&p);
 }
 
@@ -381,6 +416,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_builtin),
 	        cmocka_unit_test(test_kvm_vsock_firmware),
+	        cmocka_unit_test(test_disk_kinds),
 	        cmocka_unit_test(test_shares),
 	        cmocka_unit_test(test_schema),
 	        cmocka_unit_test(test_metadata_roundtrip),

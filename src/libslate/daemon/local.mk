@@ -21,3 +21,18 @@ src_libslate_libslate_la_SOURCES += \
 unit_programs += tests/unit/test-daemon
 
 unit_programs += tests/unit/test-limits
+
+# The lines slate-guest --probe prints, read by slated from a hostile guest (daemon/probe.c).
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-probe
+tests_fuzz_fuzz_probe_SOURCES = tests/fuzz/fuzz-probe.c src/libslate/daemon/probe.c
+tests_fuzz_fuzz_probe_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_probe_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_probe_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_programs += tests/unit/test-fuzz-corpus-probe
+tests_unit_test_fuzz_corpus_probe_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-probe.c
+
+# slate probe's parts that need no guest: the guest-line parser, the choice of regions, and the
+# host file classification on real sparse files (and a reflink clone where the filesystem has one).
+unit_programs += tests/unit/test-probe

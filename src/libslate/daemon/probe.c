@@ -148,20 +148,37 @@ static bool parse_hit(const struct tokens *t, size_t at, struct probe_line *l)
 	       l->bytes <= RESIDUE_REGION && l->markers <= RESIDUE_REGION && t->n == at + 4;
 }
 
+/* How many space-separated words a line of this kind has before its free text (ELEMENTSOF:
+ * none). */
+static size_t fixed_words(const char *line, size_t len)
+{
+	const char *sp = memchr(line, ' ', len);
+	size_t k = sp ? (size_t)(sp - line) : len;
+
+	if (k == 2 && memcmp(line, "fs", 2) == 0)
+		return 4;
+	if (k == 7 && memcmp(line, "refused", 7) == 0)
+		return 3;
+	if (k == 5 && memcmp(line, "error", 5) == 0)
+		return 2;
+	return ELEMENTSOF(((struct tokens *)NULL)->p);
+}
+
 int probe_parse_guest_line(const char *line, size_t len, struct probe_line *l)
 {
 	struct tokens t;
 	bool ok = false;
 
 	memset(l, 0, sizeof(*l));
-	if (len == 0 || len > PROBE_LINE_MAX || memchr(line, '\0', len) || !split(line, len, 4, &t))
+	if (len == 0 || len > PROBE_LINE_MAX || memchr(line, '\0', len) ||
+	    !split(line, len, fixed_words(line, len), &t))
 		return -EPROTO;
 	if (tok_is(&t, 0, "SLATE-PROBE")) {
 		l->kind = PL_HEADER;
-		ok = t.n == 2 && !t.rest && tok_is(&t, 1, "1");
+		ok = t.n == 2 && tok_is(&t, 1, "1");
 	} else if (tok_is(&t, 0, "device")) {
 		l->kind = PL_DEVICE;
-		ok = t.n == 4 && !t.rest && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
+		ok = t.n == 4 && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
 		     tok_u64(&t, 3, &l->b);
 	} else if (tok_is(&t, 0, "fs")) {
 		l->kind = PL_FS;
@@ -170,28 +187,24 @@ int probe_parse_guest_line(const char *line, size_t len, struct probe_line *l)
 		     take_text(t.rest, len - (size_t)(t.rest - line), l->text);
 	} else if (tok_is(&t, 0, "free")) {
 		l->kind = PL_FREE;
-		ok = t.n == 4 && !t.rest && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
+		ok = t.n == 4 && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
 		     tok_u64(&t, 3, &l->b) && l->b > 0 && l->a <= UINT64_MAX - l->b;
 	} else if (tok_is(&t, 0, "ready") || tok_is(&t, 0, "end")) {
 		l->kind = tok_is(&t, 0, "ready") ? PL_READY : PL_END;
-		ok = t.n == 1 && !t.rest;
+		ok = t.n == 1;
 	} else if (tok_is(&t, 0, "refused") || tok_is(&t, 0, "error")) {
 		bool refused = tok_is(&t, 0, "refused");
-		size_t fixed = refused ? 3 : 2;
-		if (!split(line, len, fixed, &t) || !t.rest || t.n != fixed)
-			return -EPROTO;
 		l->kind = refused ? PL_REFUSED : PL_ERROR;
-		ok = (tok_is(&t, 1, "-") || tok_dev(&t, 1, l->dev)) &&
+		ok = t.rest && t.n == (refused ? 3u : 2u) &&
+		     (tok_is(&t, 1, "-") || tok_dev(&t, 1, l->dev)) &&
 		     (!refused || tok_u64(&t, 2, &l->a)) &&
 		     take_text(t.rest, len - (size_t)(t.rest - line), l->text);
 	} else if (tok_is(&t, 0, "done")) {
 		l->kind = PL_DONE;
-		ok = t.n == 5 && !t.rest && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
+		ok = t.n == 5 && tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) &&
 		     tok_u64(&t, 3, &l->b) && tok_u64(&t, 4, &l->ms);
 	} else if (tok_is(&t, 0, "write") || tok_is(&t, 0, "compare")) {
 		bool w = tok_is(&t, 0, "write");
-		if (!split(line, len, 12, &t))
-			return -EPROTO;
 		l->kind = w ? PL_WRITE : PL_COMPARE;
 		ok = tok_dev(&t, 1, l->dev) && tok_u64(&t, 2, &l->a) && l->a % RESIDUE_REGION == 0;
 		if (ok && tok_is(&t, 3, "clean"))
@@ -204,6 +217,8 @@ int probe_parse_guest_line(const char *line, size_t len, struct probe_line *l)
 		else
 			ok = false;
 	}
+	if (!ok)
+		memset(l, 0, sizeof(*l));
 	return ok ? 0 : -EPROTO;
 }
 

@@ -30,6 +30,13 @@ static const char *const qemu_paths[] = {
 /* mov al,0x10; out 0xf4,al; hlt; jmp $-1 — QEMU exits with (0x10 << 1) | 1 = 33. */
 static const unsigned char boot_code[] = {0xb0, 0x10, 0xe6, 0xf4, 0xf4, 0xeb, 0xfd};
 #define PROBE_EXIT_STATUS 33
+/*
+ * The host CPU model, required (enforce) to have what every x86-64 CPU with VT-x or AMD-V has:
+ * SSE3, CMPXCHG16B, long mode, NX, SYSCALL. A nested KVM seen on CI hosts runs the boot sector
+ * but offers a CPUID without SSE3, and a Linux guest then hangs right after the BIOS; enforce
+ * makes QEMU exit 1 there instead.
+ */
+#define PROBE_CPU "host,pni=on,cx16=on,lm=on,nx=on,syscall=on,enforce=on"
 
 static int write_boot_sector(int fd)
 {
@@ -53,12 +60,15 @@ static int run_probe(const char *qemu, int img_fd, int *ret_status)
 		return -errno;
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		/* dup2() onto itself keeps close-on-exec: the memfd may already be fd 3 (it is in
+		 * `slated --probe-kvm`, whose only other fds are 0-2), and QEMU then finds no
+		 * /dev/fd/3, exits 1, and a working KVM was reported unusable. */
 		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
-		    dup2(img_fd, 3) < 0)
+		    (img_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(img_fd, 3)) < 0)
 			_exit(127);
 		(void)setpgid(0, 0);
-		execl(qemu, qemu, "-accel", "kvm", "-cpu", "host", "-machine", "pc", "-nodefaults",
-		      "-display", "none", "-no-reboot", "-m", "16", "-device",
+		execl(qemu, qemu, "-accel", "kvm", "-cpu", PROBE_CPU, "-machine", "pc",
+		      "-nodefaults", "-display", "none", "-no-reboot", "-m", "16", "-device",
 		      "isa-debug-exit,iobase=0xf4,iosize=0x04", "-drive",
 		      "file=/dev/fd/3,format=raw,if=floppy,readonly=on", "-boot", "a",
 		      (char *)NULL);
@@ -151,7 +161,8 @@ static int probe(const char *uri)
 		               WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else
 		(void)snprintf(kvm_why, sizeof(kvm_why),
-		               "%s -accel kvm -cpu host exited with status %d instead of running "
+		               "%s -accel kvm -cpu host (with SSE3, CX16, LM, NX, SYSCALL "
+		               "enforced) exited with status %d instead of running "
 		               "the probe guest",
 		               qemu, WEXITSTATUS(status));
 	return 0;
