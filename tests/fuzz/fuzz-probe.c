@@ -39,9 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((unsigned char)l.text[i] < 0x20 || (unsigned char)l.text[i] > 0x7e)
 			abort();
 	if ((l.kind == PL_WRITE || l.kind == PL_COMPARE) &&
-	    (l.a % RESIDUE_REGION || (!l.clean && (l.first >= RESIDUE_REGION ||
-	                                           l.bytes > RESIDUE_REGION ||
-	                                           l.markers > RESIDUE_REGION))))
+	    (l.a % RESIDUE_REGION ||
+	     (!l.clean && (l.first >= RESIDUE_REGION || l.bytes > RESIDUE_REGION ||
+	                   l.markers > RESIDUE_REGION))))
 		abort();
 	if (l.kind == PL_COMPARE && !l.clean && (l.blocks < 1 || l.blocks > RESIDUE_BLOCKS))
 		abort();

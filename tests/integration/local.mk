@@ -11,6 +11,10 @@ integration_tests += tests/integration/exec.sh
 integration_tests += tests/integration/cp.sh
 integration_tests += tests/integration/concurrent.sh
 
+# slate probe and slate doctor --residue in real guests on btrfs, XFS, the pool and qcow2 (clean),
+# and on a home allocated without zeroing (the marker found); doc/residue.md.
+integration_tests += tests/integration/probe.sh
+
 # Shares that cannot reach past their directory: symlink swaps between create and start, and
 # guest root on a share served by a virtiofsd that runs as the share's owner (doc/security.md, "Shares").
 integration_tests += tests/integration/shares.sh

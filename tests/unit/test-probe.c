@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "daemon/probe.h"
-#include "storage/residue.h"
 #include "scratch.h"
+#include "storage/residue.h"
 
 #define R RESIDUE_REGION
 

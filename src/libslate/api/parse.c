@@ -106,7 +106,7 @@ static int parse_shares(const struct api_request *req, struct json_object *arr,
 	return 0;
 }
 
-static int default_image(struct daemon_ctx *d, char **ret, struct api_reply *reply)
+int api_default_image(struct daemon_ctx *d, char **ret, struct api_reply *reply)
 {
 	struct image_info **imgs = NULL;
 	size_t n = 0;
@@ -170,7 +170,7 @@ int api_create_parse(struct api_request *req, struct json_object *body, struct a
 		c->image = strdup(img);
 		if (!c->image)
 			return -ENOMEM;
-	} else if (default_image(d, &c->image, reply) < 0) {
+	} else if (api_default_image(d, &c->image, reply) < 0) {
 		return -EINVAL;
 	}
 	a->image_id = c->image;

@@ -20,6 +20,9 @@ struct api_create {
 	char *image;
 	struct egress_policy *egress;
 };
+/* The image a request that names none gets: the only one installed; else replies 400 (none, or
+ * several: name one) and fails. *ret is the caller's to free. */
+int api_default_image(struct daemon_ctx *d, char **ret, struct api_reply *reply);
 int api_create_parse(struct api_request *req, struct json_object *body, struct api_create *c,
                      struct api_reply *reply);
 void api_create_done(struct api_create *c);

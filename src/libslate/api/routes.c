@@ -246,6 +246,7 @@ static int handle_system_check(struct api_request *req, struct api_reply *reply)
 static const struct api_route routes[] = {
         {"GET", "/version", handle_version},
         {"GET", "/system/check", handle_system_check},
+        {"POST", "/system/residue", handle_system_residue},
         {"GET", "/workspaces", handle_workspace_list},
         {"POST", "/workspaces", handle_workspace_create},
         {"GET", "/workspaces/:name", handle_workspace_get},

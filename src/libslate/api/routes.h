@@ -34,6 +34,7 @@ int handle_image_verify(struct api_request *req, struct api_reply *reply);
 int handle_workspace_start(struct api_request *req, struct api_reply *reply);
 int handle_workspace_stop(struct api_request *req, struct api_reply *reply);
 int handle_workspace_probe(struct api_request *req, struct api_reply *reply);
+int handle_system_residue(struct api_request *req, struct api_reply *reply);
 int handle_workspace_console(struct api_request *req, struct api_reply *reply);
 /* In api/sshkey.c: the workspace's keys in the sign-only SSH agent (doc/ssh-agent.md; the agent
  * and its channel service are daemon/agent.h's). */

@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include "api/access.h"
+#include "api/parse.h"
 #include "api/protocol.h"
 #include "api/routes.h"
 #include "channel/channels.h"
 #include "daemon/probe.h"
 #include "daemon/start.h"
+#include "image/store.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -249,6 +251,92 @@ int handle_workspace_probe(struct api_request *req, struct api_reply *reply)
 		op->o.marker_len = len;
 	}
 	return api_reply_stream(reply, probe_stream, op, free);
+}
+
+/* ---- slate doctor --residue ---- */
+
+struct residue_op {
+	struct daemon_ctx *d;
+	struct daemon_residue_opts o;
+	char *image;
+};
+
+static void residue_op_free(void *p)
+{
+	struct residue_op *op = p;
+
+	if (op)
+		free(op->image);
+	free(op);
+}
+
+static int residue_stream(struct api_stream *s, void *arg)
+{
+	struct residue_op *op = arg;
+	struct slate_error err = {0};
+	struct json_object *res = NULL;
+
+	if (daemon_residue_check(op->d, &op->o, progress, s, &res, &err) < 0) {
+		log_warning("residue check: %s", err.msg);
+		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
+	}
+	return api_stream_result(s, res);
+}
+
+int handle_system_residue(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	struct residue_op *op;
+	const char *img = NULL;
+	int64_t n;
+
+	if (req->caller.uid != 0)
+		return api_reply_error(reply, 403, API_ERR_PERMISSION,
+		                       "the residue check makes and deletes workspaces of its own: "
+		                       "run it as root"),
+		       -EPERM;
+	if (api_need_workspaces(d, reply) < 0)
+		return -EINVAL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->d = d;
+	if (req->body && json_get_string(req->body, "image", &img) >= 0) {
+		if (image_id_check(img) < 0) {
+			residue_op_free(op);
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "invalid image id '%s'", img),
+			       -EINVAL;
+		}
+		op->image = strdup(img);
+	} else if (api_default_image(d, &op->image, reply) < 0) {
+		residue_op_free(op);
+		return -EINVAL;
+	}
+	if (!op->image) {
+		residue_op_free(op);
+		return -ENOMEM;
+	}
+	op->o.image_id = op->image;
+	if (req->body && json_get_int64(req->body, "fill_mib", &n) >= 0) {
+		if (n < 1 || n > 65536) {
+			residue_op_free(op);
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "fill_mib must be 1 to 65536"),
+			       -EINVAL;
+		}
+		op->o.fill_mib = (uint64_t)n;
+	}
+	if (req->body && json_get_int64(req->body, "regions", &n) >= 0) {
+		if (n < 1 || n > PROBE_REGIONS_MAX) {
+			residue_op_free(op);
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "regions must be 1 to %u", PROBE_REGIONS_MAX),
+			       -EINVAL;
+		}
+		op->o.regions = (unsigned)n;
+	}
+	return api_reply_stream(reply, residue_stream, op, residue_op_free);
 }
 
 /* ---- the console: an upgraded connection bridged to the domain's serial console ---- */

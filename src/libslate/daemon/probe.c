@@ -7,15 +7,18 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "channel/proto.h"
+#include "daemon/create.h"
 #include "daemon/daemon.h"
 #include "daemon/exec.h"
 #include "daemon/probe.h"
+#include "daemon/start.h"
 #include "image/store.h"
 #include "storage/residue.h"
 #include "storage/storage.h"
@@ -797,4 +800,122 @@ out:
 	for (size_t i = 0; i < p.n_dev; i++)
 		device_clear(&p.dev[i]);
 	return r;
+}
+
+/* ---- slate doctor --residue: a previous tenant, then the probe ---- */
+
+/* What the previous tenant writes: a line an .env file could hold, found by the probe's marker
+ * count wherever it shows up again. */
+#define RESIDUE_MARKER "SLATE-RESIDUE-MARKER"
+#define RESIDUE_LINE RESIDUE_MARKER " .env AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCY"
+
+static void residue_say(struct probe_run *p, const char *step, const char *detail)
+{
+	if (p->progress)
+		p->progress(step, detail, p->userdata);
+}
+
+/* The previous tenant: fills its system disk and its home with the marker, then goes. */
+static int residue_tenant(struct daemon_ctx *d, const char *name, uint64_t fill_mib,
+                          struct slate_error *err)
+{
+	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
+	char script[1024], out[2048];
+	int status = -1, r;
+
+	if (!req)
+		return slate_error_errno(err, -ENOMEM, "residue check");
+	/* The home is the guest user's (uid 1000), whatever the image calls it. */
+	(void)snprintf(script, sizeof(script),
+	               "set -e; h=$(awk -F: '$3==1000{print $6; exit}' /etc/passwd); "
+	               "for f in /var/tmp/residue.env \"${h:-/root}/residue.env\"; do "
+	               "yes '%s' | head -c %" PRIu64 "M >\"$f\"; done; sync; "
+	               "grep -c '%s' /var/tmp/residue.env",
+	               RESIDUE_LINE, fill_mib, RESIDUE_MARKER);
+	req->args[req->n_args++] = (struct ex_str){"sh", 2};
+	req->args[req->n_args++] = (struct ex_str){"-c", 2};
+	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
+	req->user = (struct ex_str){"root", 4};
+	r = exec_collect(d, name, req, NULL, 600 * 1000, out, sizeof(out), &status, err);
+	if (r < 0)
+		return r;
+	if (status != 0)
+		return slate_error_set(err, -EIO,
+		                       "filling the previous tenant's disks failed (%d): %.512s",
+		                       status, out);
+	return 0;
+}
+
+static int residue_workspace(struct daemon_ctx *d, const struct daemon_residue_opts *o,
+                             const char *name, struct slate_error *err)
+{
+	struct daemon_create_spec spec = {.args = {.name = name,
+	                                           .owner = o->owner,
+	                                           .image_id = o->image_id,
+	                                           .memory_mib = 512,
+	                                           .ephemeral = true}};
+	_cleanup_(workspace_freep) struct workspace *w = NULL;
+	int r;
+
+	r = daemon_create(d, &spec, &w, NULL, err);
+	if (r < 0)
+		return r;
+	return daemon_start(d, name, NULL, NULL, NULL, NULL, NULL, err);
+}
+
+int daemon_residue_check(struct daemon_ctx *d, const struct daemon_residue_opts *o,
+                         probe_progress_fn progress, void *userdata, struct json_object **ret,
+                         struct slate_error *err)
+{
+	struct probe_run say_to = {.progress = progress, .userdata = userdata};
+	struct daemon_probe_opts po = {.regions = o->regions,
+	                               .marker = (const uint8_t *)RESIDUE_MARKER,
+	                               .marker_len = strlen(RESIDUE_MARKER)};
+	_cleanup_json_ struct json_object *res = NULL;
+	char prev[WORKSPACE_NAME_MAX + 1], next[WORKSPACE_NAME_MAX + 1], detail[256];
+	uint64_t fill = o->fill_mib ? o->fill_mib : 256;
+	double t0 = time_mono_s();
+	uint8_t rnd[4];
+	bool clean = false;
+	int r;
+
+	randombytes_buf(rnd, sizeof(rnd));
+	(void)snprintf(prev, sizeof(prev), "residue-prev-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+	               rnd[3]);
+	(void)snprintf(next, sizeof(next), "residue-next-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+	               rnd[3]);
+	(void)snprintf(detail, sizeof(detail),
+	               "%s from image %s, filling %" PRIu64
+	               " MiB of its system disk and of its home with a marker",
+	               prev, o->image_id, fill);
+	residue_say(&say_to, "previous tenant", detail);
+	r = residue_workspace(d, o, prev, err);
+	if (r >= 0)
+		r = residue_tenant(d, prev, fill, err);
+	/* Whatever happened, the tenant goes: that is the point. */
+	if (daemon_destroy_and_delete(d, prev, r < 0 ? NULL : err) < 0 && r >= 0)
+		r = -EIO;
+	if (r < 0)
+		return r;
+	(void)snprintf(detail, sizeof(detail), "%s deleted; %s made on the same storage", prev,
+	               next);
+	residue_say(&say_to, "new tenant", detail);
+	r = residue_workspace(d, o, next, err);
+	if (r >= 0) {
+		residue_say(&say_to, "probing", next);
+		r = daemon_probe(d, next, &po, progress, userdata, &res, err);
+	}
+	(void)daemon_destroy_and_delete(d, next, NULL);
+	if (r < 0)
+		return r;
+	(void)json_get_bool(res, "clean", &clean);
+	if (json_add_string(res, "previous_tenant", prev) < 0 ||
+	    json_add_int64(res, "fill_mib", (int64_t)fill) < 0 ||
+	    json_add_string(res, "marker", RESIDUE_MARKER) < 0 ||
+	    json_add_string(res, "image", o->image_id) < 0 ||
+	    json_add_bool(res, "pass", clean) < 0 ||
+	    json_add(res, "total_seconds", json_object_new_double(time_mono_s() - t0)) < 0)
+		return slate_error_errno(err, -ENOMEM, "residue check");
+	*ret = TAKE_PTR(res);
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/error.h"
 
@@ -39,6 +40,23 @@ typedef void (*probe_progress_fn)(const char *step, const char *detail, void *us
 int daemon_probe(struct daemon_ctx *d, const char *name, const struct daemon_probe_opts *o,
                  probe_progress_fn progress, void *userdata, struct json_object **ret,
                  struct slate_error *err);
+
+/*
+ * slate doctor --residue: a throwaway workspace (the previous tenant) fills fill_mib MiB of its
+ * system disk and of its home with a marker and is deleted; a second one is made on the same
+ * storage right after and probed for the marker. Both are ephemeral (slated deletes them at its
+ * next start if it dies meanwhile) and gone when this returns. *ret: the probe's result with
+ * "pass", "previous_tenant", "fill_mib", "marker", "image", "total_seconds".
+ */
+struct daemon_residue_opts {
+	const char *image_id;
+	uid_t owner;
+	uint64_t fill_mib; /* 0: 256 */
+	unsigned regions;  /* 0: PROBE_REGIONS_DEFAULT */
+};
+int daemon_residue_check(struct daemon_ctx *d, const struct daemon_residue_opts *o,
+                         probe_progress_fn progress, void *userdata, struct json_object **ret,
+                         struct slate_error *err);
 
 /* ---- the guest's lines (hostile input; fuzzed by tests/fuzz/fuzz-probe.c) ---- */
 
