@@ -172,3 +172,9 @@ int user_groups(const struct guest_user *u, gid_t *groups, int max);
 int provision_main(void);
 /* Where provisioning leaves the environment every session starts with (NAME=VALUE lines). */
 #define PROVISION_ENV_FILE "/run/slate/env"
+
+/* ---- residue probe (probe.c) ---- */
+
+/* slate-guest --probe: the guest half of `slate probe` (doc/residue.md), stdin to stdout. Exit
+ * status: 0, 1 when it could not go on, 2 on a malformed request. */
+int probe_main(void);

@@ -142,6 +142,8 @@ static void usage(FILE *f)
 	        "                       agent (default: /run/slate/ssh-agent.sock; none: off)\n"
 	        "  --once               print the ready line and exit instead of staying up\n"
 	        "  --provision          write the host's provisioning request (stdin) and exit\n"
+	        "  --probe              answer the host's residue probe (stdin, doc/residue.md)\n"
+	        "                       and exit\n"
 	        "  --version            print the version and exit\n"
 	        "  --help               print this help and exit\n",
 	        CH_VSOCK_PORT, CH_SERIAL_NAME);
@@ -178,7 +180,8 @@ int main(int argc, char *argv[])
 		OPT_CHANNEL,
 		OPT_PROXY,
 		OPT_AGENT,
-		OPT_PROVISION
+		OPT_PROVISION,
+		OPT_PROBE
 	};
 	static const struct option options[] = {
 	        {"channel", required_argument, NULL, OPT_CHANNEL},
@@ -186,6 +189,7 @@ int main(int argc, char *argv[])
 	        {"agent-socket", required_argument, NULL, OPT_AGENT},
 	        {"once", no_argument, NULL, OPT_ONCE},
 	        {"provision", no_argument, NULL, OPT_PROVISION},
+	        {"probe", no_argument, NULL, OPT_PROBE},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
 	        {0},
@@ -225,6 +229,8 @@ int main(int argc, char *argv[])
 			break;
 		case OPT_PROVISION:
 			return provision_main();
+		case OPT_PROBE:
+			return probe_main();
 		case OPT_VERSION:
 			printf("slate-guest %s\n", PACKAGE_VERSION);
 			return fflush(stdout) == EOF ? EXIT_FAILURE : EXIT_SUCCESS;
