@@ -23,4 +23,5 @@ bench: all $(EXTRA_PROGRAMS)
 	top_builddir=$(abs_top_builddir) top_srcdir=$(abs_top_srcdir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/sigv4-stream
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/tripwire-scan
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/concurrent-jobs
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/probe
 .PHONY: bench

@@ -86,8 +86,8 @@ backend() {
     import_test_image
     s create "$name" --memory 512 >/dev/null
     s start "$name" >/dev/null 2>"$work/start.err" || fail "start $name: $(cat "$work/start.err")"
-    s exec --user root "$name" -- sh -c 'head -c 4M /dev/urandom >/var/tmp/keep &&
-        head -c 4M /dev/urandom >/home/slate/keep && sync' || fail "writing the files to keep"
+    s exec --user root "$name" -- sh -c 'head -c 4194304 /dev/urandom >/var/tmp/keep &&
+        head -c 4194304 /dev/urandom >/home/slate/keep && sync' || fail "writing the files to keep"
     before=$(keep_sums "$name")
     probe_json "$name" 0
     check_clean "$kind"

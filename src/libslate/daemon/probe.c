@@ -829,9 +829,9 @@ static int residue_tenant(struct daemon_ctx *d, const char *name, uint64_t fill_
 	(void)snprintf(script, sizeof(script),
 	               "set -e; h=$(awk -F: '$3==1000{print $6; exit}' /etc/passwd); "
 	               "for f in /var/tmp/residue.env \"${h:-/root}/residue.env\"; do "
-	               "yes '%s' | head -c %" PRIu64 "M >\"$f\"; done; sync; "
+	               "yes '%s' | head -c %" PRIu64 " >\"$f\"; done; sync; "
 	               "grep -c '%s' /var/tmp/residue.env",
-	               RESIDUE_LINE, fill_mib, RESIDUE_MARKER);
+	               RESIDUE_LINE, fill_mib << 20, RESIDUE_MARKER);
 	req->args[req->n_args++] = (struct ex_str){"sh", 2};
 	req->args[req->n_args++] = (struct ex_str){"-c", 2};
 	req->args[req->n_args++] = (struct ex_str){script, (uint32_t)strlen(script)};
