@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <linux/fsmap.h>
 #include <linux/if_alg.h>
@@ -477,18 +478,22 @@ static int open_mount(const char *mountinfo, dev_t rdev, char *mnt, size_t mnt_s
 	while (line && *line) {
 		const char *nl = strchr(line, '\n');
 		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		char buf[3 * PATH_MAX], *f[12] = {0}, *save = NULL, *sep;
+		char buf[3 * PATH_MAX], *f[5] = {0}, *p = buf, *sep = NULL;
 		unsigned ma, mi;
 		int nf = 0;
 
 		if (len < sizeof(buf)) {
 			memcpy(buf, line, len);
 			buf[len] = '\0';
-			for (char *t = strtok_r(buf, " ", &save); t && nf < 5;
-			     t = strtok_r(NULL, " ", &save))
-				f[nf++] = t;
-			/* id parent major:minor root mountpoint options... - type source super */
-			sep = save ? strstr(save, " - ") : NULL;
+			/* id parent major:minor root mountpoint options [optional...] - type source */
+			while (nf < 5 && p) {
+				f[nf++] = p;
+				p = strchr(p, ' ');
+				if (p)
+					*p++ = '\0';
+			}
+			if (p)
+				sep = strstr(p, " - ");
 			if (nf == 5 && sep && sscanf(f[2], "%u:%u", &ma, &mi) == 2 &&
 			    makedev(ma, mi) == rdev) {
 				char *ty = sep + 3, *end = strchr(ty, ' ');
@@ -1011,13 +1016,18 @@ static void write_region(struct pdev *d, uint64_t off)
 	}
 
 restore:
-	/* Exactly what the region held: zeros as zeros (the host makes a hole of them again). */
+	/* Exactly what the region held. Zeros as zeros: a block device's PUNCH_HOLE is a write of
+	 * zeros that may unmap (virtio-blk WRITE_ZEROES with unmap: QEMU's discard=unmap makes a hole
+	 * of it on the host again); BLKZEROOUT forbids unmapping (the host allocates zeros), so it
+	 * only comes second, then plain zeros. */
 	if (all_zero(buf_before, REGION_SIZE)) {
 		uint64_t range[2] = {off, REGION_SIZE};
-		if (ioctl(d->fd, BLKZEROOUT, range) < 0)
-			r = write_full(d->fd, buf_zero, REGION_SIZE, off);
-		else
+		if (fallocate(d->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		              REGION_SIZE) == 0 ||
+		    ioctl(d->fd, BLKZEROOUT, range) == 0)
 			r = 0;
+		else
+			r = write_full(d->fd, buf_zero, REGION_SIZE, off);
 	} else {
 		r = write_full(d->fd, buf_before, REGION_SIZE, off);
 	}

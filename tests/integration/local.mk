@@ -51,3 +51,9 @@ integration_tests += tests/integration/ci-gitlab.sh
 # slate --host ssh://: the client through a real sshd on 127.0.0.1 to a second local user's
 # "slate system dial-stdio" (exec, PTYs, console, permissions, ssh failures).
 integration_tests += tests/integration/remote-ssh.sh
+
+# slate-guest --probe, the guest half of slate probe (doc/residue.md), driven by hand through
+# slate exec: regions clean on a fresh workspace and put back, refusals, thawing after a killed
+# probe, e2fsck-clean file systems.
+integration_tests += tests/integration/probe-guest.sh
+EXTRA_DIST += tests/integration/probe-guest.py
