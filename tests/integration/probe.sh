@@ -10,6 +10,8 @@
 #    skip_block_zeroing case without dm-thin, which this kernel may lack) makes slate probe
 #    report the marker, with its device and offset, and exit 3;
 #  - slate-guest refuses a region its file system uses, whatever the host asks;
+#  - free blocks of a base that deleted a file hold the base's bytes: compared against the
+#    digests slated sends, clean;
 #  - slate doctor --residue passes on btrfs, and leaves no workspace behind.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
@@ -18,7 +20,7 @@ ensure_libvirt
 ensure_test_image
 
 marker=SLATE-RESIDUE-MARKER
-kinds=(btrfs reflink pool qcow2 leak)
+kinds=(btrfs reflink pool qcow2 leak used)
 doms=()
 for k in "${kinds[@]}"; do doms+=("slate-pb$$-$k"); done
 residue_domains() {
@@ -97,7 +99,7 @@ backend() {
     timeout 30 "$slate" --socket "$work/run/slated.sock" exec --user root "$name" -- \
         sh -c 'echo x >/var/tmp/after && echo x >/home/slate/after && sync' ||
         fail "$kind: the file systems do not take writes after the probe"
-    s stop "$name" >/dev/null
+    s stop "$name" >/dev/null 2>&1
     d=$(ws_dir "$name")
     e2fsck -fn "$d/home.img" >"$work/fsck.log" 2>&1 || fail "$kind: home.img after the probe: $(cat "$work/fsck.log")"
     if [ "$kind" != qcow2 ]; then
@@ -173,9 +175,38 @@ e2fsck -fn "$loop" >"$work/fsck.log" 2>&1 || fail "the leaky home after the prob
 s rm --yes "$name" >/dev/null
 log "leak: the marker was found, with its device and offset"
 
+# ---- free blocks that hold the base's bytes: compared against the base's digests ----
+# A base whose file system deleted a file (as image builds do): its blocks are free but hold data.
+cp --sparse=always "$test_image_dir/disk.img" "$work/used.img"
+head -c 16777216 /dev/urandom >"$work/junk"
+debugfs -w -R "write $work/junk junk" "$work/used.img" >/dev/null 2>&1
+debugfs -w -R "rm junk" "$work/used.img" >/dev/null 2>&1
+e2fsck -fn "$work/used.img" >/dev/null 2>&1 || fail "the used base is not a clean ext4"
+s image import used "$work/used.img" --kernel "$test_image_dir/vmlinuz" \
+    --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" >/dev/null
+rm -f "$work/used.img" "$work/junk"
+name=pb$$-used
+s create "$name" --image used --memory 512 >/dev/null
+s start "$name" >/dev/null 2>"$work/start.err" || fail "start $name: $(cat "$work/start.err")"
+probe_json "$name" 0
+python3 - "$work/probe.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["clean"] and r["complete"], r
+vda = r["devices"][0]
+assert vda["classes"]["base"] > 0, vda
+# Base extents are compared only: more compares than writes on vda.
+# Base extents are compared only: as many of them as regions asked for (256) when there are.
+assert vda["compared"] - vda["written"] >= min(256, vda["classes"]["base"]), vda
+print(f"# used base: vda {vda['classes']['base']} free regions still the base's, "
+      f"{vda['compared'] - vda['written']} of them compared against the base's digests, clean")
+EOF2
+s stop "$name" >/dev/null 2>&1
+s rm --yes "$name" >/dev/null
+
 # ---- slate doctor --residue ----
 rc=0
-s doctor --residue --fill 64 --regions 64 --json >"$work/residue.json" 2>"$work/residue.err" || rc=$?
+s doctor --residue --image test --fill 64 --regions 64 --json >"$work/residue.json" 2>"$work/residue.err" || rc=$?
 [ "$rc" = 0 ] || fail "doctor --residue exited $rc: $(cat "$work/residue.err") $(head -c 3000 "$work/residue.json")"
 python3 - "$work/residue.json" <<'EOF'
 import json, sys

@@ -334,44 +334,83 @@ static void put_hex(char *out, const uint8_t *p, size_t n)
 	out[2 * n] = '\0';
 }
 
-/* Picks the regions (the device's candidates in `want` equal runs, the first one of each run the
- * host never wrote) and writes their lines into b. */
+/* One region's line: a hole is written and compared with zeros, a base extent compared with the
+ * base's digests, an unknown region (a block device) written. */
+static int plan_region(struct device *v, uint64_t off, enum residue_class c, struct buf *b,
+                       struct slate_error *err)
+{
+	char digests[RESIDUE_BLOCKS * 64 + 1];
+	int r;
+
+	if (c == RESIDUE_BASE) {
+		uint8_t dg[RESIDUE_BLOCKS][32];
+		r = residue_map_base_digests(v->map, off, dg);
+		if (r < 0)
+			return slate_error_errno(err, r, "cannot read the base");
+		for (size_t j = 0; j < RESIDUE_BLOCKS; j++)
+			put_hex(digests + 64 * j, dg[j], 32);
+		r = buf_putf(b, "region %s %" PRIu64 " c %s\n", v->name, off, digests);
+	} else {
+		r = buf_putf(b, "region %s %" PRIu64 " %s\n", v->name, off,
+		             c == RESIDUE_HOLE ? "wc zero" : "w -");
+	}
+	return r < 0 ? slate_error_errno(err, r, "probe") : 0;
+}
+
+/*
+ * Picks the regions: the device's candidates in `want` equal runs, and in each run the first
+ * region the host never wrote (written and compared). Where the disk has a base, every candidate
+ * is looked at, and up to `want` of the extents still the base's own, spread over all of them,
+ * are compared with the base too: free blocks holding the base's bytes are few and bunched (a
+ * deleted file of the image build), so a run's first eligible region is nearly always a hole.
+ */
 static int plan_device(struct device *v, unsigned want, struct buf *b, struct slate_error *err)
 {
 	uint64_t runs = want < v->candidates ? want : v->candidates;
-	char digests[RESIDUE_BLOCKS * 64 + 1];
+	bool base = residue_map_has_base(v->map);
+	_cleanup_free_ uint64_t *bases = NULL;
+	size_t n_bases = 0, cap_bases = 0;
+	int r;
 
 	for (uint64_t k = 0; k < runs; k++) {
 		uint64_t from = k * v->candidates / runs, to = (k + 1) * v->candidates / runs;
-		for (uint64_t i = from; i < to && i < from + PROBE_RUN_SCAN; i++) {
+		bool have_write = false;
+
+		for (uint64_t i = from; i < to; i++) {
 			uint64_t off = candidate(v, i);
 			enum residue_class c;
-			int r = residue_map_classify(v->map, off, &c);
 
+			/* Without a base, a run ends at its pick (or PROBE_RUN_SCAN regions in). */
+			if (!base && (have_write || i >= from + PROBE_RUN_SCAN))
+				break;
+			r = residue_map_classify(v->map, off, &c);
 			if (r < 0)
 				return slate_error_set(err, r,
 				                       "cannot classify %s at %" PRIu64 ": %s",
 				                       v->file, off, slate_strerror(r));
 			v->n_class[c]++;
-			if (c == RESIDUE_WRITTEN)
-				continue;
 			if (c == RESIDUE_BASE) {
-				uint8_t dg[RESIDUE_BLOCKS][32];
-				r = residue_map_base_digests(v->map, off, dg);
+				if (n_bases == cap_bases) {
+					size_t cap = cap_bases ? 2 * cap_bases : 1024;
+					uint64_t *nb = realloc(bases, cap * sizeof(*nb));
+					if (!nb)
+						return slate_error_errno(err, -ENOMEM, "probe");
+					bases = nb;
+					cap_bases = cap;
+				}
+				bases[n_bases++] = off;
+			} else if (c != RESIDUE_WRITTEN && !have_write) {
+				r = plan_region(v, off, c, b, err);
 				if (r < 0)
-					return slate_error_errno(err, r, "cannot read the base");
-				for (size_t j = 0; j < RESIDUE_BLOCKS; j++)
-					put_hex(digests + 64 * j, dg[j], 32);
-				r = buf_putf(b, "region %s %" PRIu64 " c %s\n", v->name, off,
-				             digests);
-			} else {
-				r = buf_putf(b, "region %s %" PRIu64 " %s\n", v->name, off,
-				             c == RESIDUE_HOLE ? "wc zero" : "w -");
+					return r;
+				have_write = true;
 			}
-			if (r < 0)
-				return slate_error_errno(err, r, "probe");
-			break;
 		}
+	}
+	for (uint64_t k = 0, n = want < n_bases ? want : n_bases; k < n; k++) {
+		r = plan_region(v, bases[k * n_bases / n], RESIDUE_BASE, b, err);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

@@ -186,6 +186,11 @@ uint64_t residue_map_size(const struct residue_map *m)
 	return m->size;
 }
 
+bool residue_map_has_base(const struct residue_map *m)
+{
+	return m->base_fd >= 0;
+}
+
 static bool is_hole(int fd, uint64_t off)
 {
 	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
@@ -284,7 +289,8 @@ int residue_map_classify(struct residue_map *m, uint64_t off, enum residue_class
 	else if (m->qcow2)
 		*ret = classify_qcow2(m, off);
 	else if (is_hole(m->fd, off))
-		*ret = RESIDUE_HOLE;
+		/* A hole of the clone where the base has data: the guest discarded it (a write). */
+		*ret = m->base_fd < 0 || is_hole(m->base_fd, off) ? RESIDUE_HOLE : RESIDUE_WRITTEN;
 	else if (m->base_fd >= 0 && same_extents(m->fd, m->base_fd, off))
 		*ret = RESIDUE_BASE;
 	else

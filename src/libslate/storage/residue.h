@@ -39,6 +39,8 @@ int residue_map_open(const char *path, const char *base, bool qcow2, struct resi
 void residue_map_free(struct residue_map *m);
 /* The guest-visible size of the disk in bytes. */
 uint64_t residue_map_size(const struct residue_map *m);
+/* Whether regions can be RESIDUE_BASE (a base was given). */
+bool residue_map_has_base(const struct residue_map *m);
 /* The class of the 64 KiB region at off (aligned, inside the disk). */
 int residue_map_classify(struct residue_map *m, uint64_t off, enum residue_class *ret);
 /* The SHA-256 of each 4 KiB block of the base at off (a RESIDUE_BASE region). */
