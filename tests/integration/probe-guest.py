@@ -8,7 +8,9 @@ will: the request, the scan, then regions picked from the free lists the guest p
 Environment: DEVS="vda:SIZE vdb:SIZE", N (regions per device, default 8), MARKER (text), MODES
 (comma-separated, cycled: w, cz = c zero, wcz = wc zero, cd = c against the digests of zeros,
 cx = c against wrong digests), REFUSE=1 to add per device three regions the guest must refuse
-(one in use, one unaligned, one past the end). Prints every line the guest sends but the free
+(one in use, one unaligned, one past the end), FREE_OUT=FILE to write the free regions the guest
+listed ("DEV OFFSET" lines), PICK=FILE to probe the regions such a file names instead of spreading
+N over the free ones. Prints every line the guest sends but the free
 lines, with "< " in front; exits with the command's status."""
 import hashlib
 import os
@@ -49,6 +51,16 @@ while True:
         break
 print(f"# scanned and frozen in {time.time() - t0:.2f}s", flush=True)
 
+if os.environ.get("FREE_OUT"):
+    with open(os.environ["FREE_OUT"], "w") as out:
+        for a, _ in devs:
+            out.writelines(f"{a} {o}\n" for o in free[a])
+picked = {a: [] for a, _ in devs}
+if os.environ.get("PICK"):
+    for line in open(os.environ["PICK"]):
+        a, o = line.split()
+        picked[a].append(int(o))
+
 zero_digest = hashlib.sha256(bytes(4096)).hexdigest()
 args = {"w": "w -", "cz": "c zero", "wcz": "wc zero", "cd": "c " + zero_digest * 16,
         "cx": "c " + "ab" * 32 * 16}
@@ -56,8 +68,9 @@ lines = []
 for a, size in devs:
     f = free[a]
     print(f"# {a}: {len(f)} free regions", flush=True)
-    for i in range(min(n, len(f))):
-        lines.append(f"region {a} {f[i * len(f) // n]} {args[modes[i % len(modes)]]}")
+    offs = picked[a] if os.environ.get("PICK") else [f[i * len(f) // n] for i in range(min(n, len(f)))]
+    for i, off in enumerate(offs):
+        lines.append(f"region {a} {off} {args[modes[i % len(modes)]]}")
     if os.environ.get("REFUSE") and f:
         fs = set(f)
         used = next(o for o in range(0, int(size), R) if o not in fs)

@@ -3,8 +3,10 @@
 # slate-guest --probe (doc/residue.md, "The guest side of the protocol") in a running workspace of
 # the test image, driven through `slate exec --user root` by tests/integration/probe-guest.py:
 # 256 regions per device (write, compare with zeros, both, compare with digests) come back clean
-# on a fresh workspace and with their time; regions outside the guest's own free list are refused;
-# files written before read back identically after; a probe whose client is killed, and one
+# on a fresh workspace and with their time; written regions of home.img are holes again; regions
+# outside the guest's own free list are refused; a deleted file's blocks are found (marker hits)
+# and left as they were; files written before read back identically after; a malformed line is
+# exit status 2 and thaws; a probe whose client is killed, and one
 # SIGKILLed in the guest (its watchdog), leave /home thawed within seconds; both ext4 file
 # systems are clean (e2fsck -fn) once the workspace is stopped.
 # Run through tests/integration/run-one, which sources lib.sh.
@@ -48,7 +50,7 @@ drive=$top_srcdir/tests/integration/probe-guest.py
 DEVS="vda:$vda vdb:$vdb" N=256 REFUSE=1 MARKER=SLATE-RESIDUE python3 "$drive" \
     "$slate" --socket "$work/run/slated.sock" exec $ws --user root -i -- slate-guest --probe \
     >"$work/probe.out" 2>&1 || { cat "$work/probe.out"; fail "the probe failed"; }
-grep -v -e ' clean$' "$work/probe.out" >&2
+grep -v -e ' clean$' -e ' differs 16 0 0 0 0*$' "$work/probe.out" >&2
 for d in vda vdb; do
     grep -q "^< device $d $(eval echo "\$$d") [1-9]" "$work/probe.out" || fail "no file system found on $d"
     grep -q "^< fs $d .* ext4 /" "$work/probe.out" || fail "no ext4 fs line for $d"
@@ -85,6 +87,32 @@ bad = [o for o in offs if not hole(o)]
 print(f"# home.img: {len(offs) - len(bad)}/{len(offs)} written regions are holes again", file=sys.stderr)
 sys.exit(1 if bad or not offs else 0)
 PY
+
+# The guest's own deleted data stands in for another tenant's: a file's blocks, found as the free
+# regions it took, read back through the probe once it is deleted (compare differs, marker hits,
+# the write probe finds it past the first 4 KiB), and hold it still after (put back exactly).
+mark=SLATE-RESIDUE-MARK
+drive_vdb() { DEVS="vdb:$vdb" python3 "$drive" "$slate" --socket "$work/run/slated.sock" exec $ws --user root -i -- slate-guest --probe; }
+N=0 FREE_OUT=$work/free1 drive_vdb >/dev/null || fail "the scan before the file failed"
+s exec $ws -- sh -c "yes $mark | head -c 2000000 >~/residue; sync"
+N=0 FREE_OUT=$work/free2 drive_vdb >/dev/null || fail "the scan with the file failed"
+s exec $ws -- sh -c 'rm ~/residue; sync'
+sort "$work/free1" >"$work/f1"
+sort "$work/free2" >"$work/f2"
+comm -23 "$work/f1" "$work/f2" >"$work/taken"
+[ "$(wc -l <"$work/taken")" -ge 8 ] || fail "the file took only $(wc -l <"$work/taken") free regions"
+for i in 1 2; do
+    PICK=$work/taken MODES=wcz MARKER=$mark drive_vdb >"$work/residue$i.out" || fail "the residue probe failed"
+    grep -E "^< (compare|write) " "$work/residue$i.out" >"$work/residue$i.lines" || true
+done
+hits=$(grep -c "^< compare vdb [0-9]* differs [0-9]* [0-9]* [0-9]* [1-9][0-9]* " "$work/residue1.out" || true)
+whits=$(grep -c "^< write vdb [0-9]* foreign [0-9]* [0-9]* [1-9][0-9]* " "$work/residue1.out" || true)
+log "residue: $(wc -l <"$work/taken") regions the file took: $hits compares and $whits writes found it with marker hits"
+if [ "$hits" -lt 8 ] || [ "$whits" -lt 8 ]; then
+    cat "$work/residue1.out"
+    fail "the probe did not find the deleted file's bytes"
+fi
+cmp -s "$work/residue1.lines" "$work/residue2.lines" || fail "the deleted file's bytes changed across a probe"
 
 # A malformed line: "error - ...", exit status 2, and /home thawed.
 printf 'SLATE-PROBE 1\ndevice vdb %s\nscan\nregion vdb 0 x -\n' "$vdb" | probe >"$work/bad.out" 2>&1 && fail "a malformed line was accepted"
@@ -128,10 +156,11 @@ thawed_within "the probe's client was killed"
 start_frozen
 # The probe is the --probe process whose parent is not one (the watchdog's is the probe).
 # shellcheck disable=SC2016 # expanded by the guest's shell
-s exec --user root $ws -- sh -c 'for p in /proc/[0-9]*; do
+# All found first: once the probe is gone, the watchdog's parent is no longer a probe either.
+s exec --user root $ws -- sh -c 'k=; for p in /proc/[0-9]*; do
     grep -q -- "--prob[e]" $p/cmdline 2>/dev/null || continue
-    pp=$(awk "{print \$4}" $p/stat); grep -q -- "--prob[e]" /proc/$pp/cmdline 2>/dev/null || kill -9 ${p#/proc/}
-done'
+    pp=$(awk "{print \$4}" $p/stat); grep -q -- "--prob[e]" /proc/$pp/cmdline 2>/dev/null || k="$k ${p#/proc/}"
+done; [ -n "$k" ] && kill -9 $k'
 thawed_within "the probe was SIGKILLed in the guest"
 exec 7>&-
 wait "$ppid" 2>/dev/null || true
