@@ -80,8 +80,10 @@ s stop --force cr$$-3 >/dev/null 2>&1
 # Queueing: four jobs, two slots; all finish, never more than two domains at once.
 restart_with "max-running = 2" "when-full = queue"
 pids=()
+# Each job holds its slot for 15 s after its boot: under load slated makes the four workspaces one
+# after another, and with a shorter job the first two were gone before the last two asked.
 for i in 1 2 3 4; do
-    s run --rm --name "cq$$-$i" -- sh -c "echo q$i; sleep 2" >"$work/q$i.out" 2>"$work/q$i.err" &
+    s run --rm --name "cq$$-$i" -- sh -c "echo q$i; sleep 15" >"$work/q$i.out" 2>"$work/q$i.err" &
     pids+=($!)
 done
 peak=0
@@ -98,7 +100,7 @@ for i in 1 2 3 4; do
 done
 [ "$peak" -le 2 ] || fail "$peak domains ran at once under max-running = 2"
 grep -q "waiting for a slot: 2 workspaces run or start, max-running = 2" "$work/slated.log" ||
-    fail "slated never said a start waited for a slot"
+    fail "slated never said a start waited for a slot: $(grep -E "cq$$-[0-9]: (waiting|starting)|slot|admit" "$work/slated.log" | tail -20)"
 log "queued: 4 jobs through 2 slots, peak $peak domains"
 
 # A memory budget that fits one 256 MiB workspace and not two.

@@ -357,6 +357,63 @@ make_test_certs() {
     } >"$dir/certs.log" 2>&1 || fail "making test certificates in $dir: $(tail -n 5 "$dir/certs.log")"
 }
 
+# ---- scanning disk images and memory dumps ----
+
+# has_bytes FILE VALUE...: whether FILE holds any VALUE (exit 0) or none (1); any other status is
+# a failed scan. It reads only the file's data extents (SEEK_DATA/SEEK_HOLE), in chunks: a 64 GiB
+# sparse home.img is a few MiB to read. (grep would take a run of gigabytes without a newline
+# for one line, and be killed for its memory: a status that reads as "no match".)
+has_bytes() {
+    python3 - "$@" <<'PYEOF'
+import os, sys
+vals = [v.encode() for v in sys.argv[2:]]
+keep = max(map(len, vals)) - 1
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+off = 0
+while off < size:
+    try:
+        data = os.lseek(fd, off, os.SEEK_DATA)
+    except OSError:
+        break  # ENXIO: no data after off
+    hole = os.lseek(fd, data, os.SEEK_HOLE)
+    tail = b""
+    while data < hole:
+        buf = os.pread(fd, min(4 << 20, hole - data), data)
+        if not buf:
+            break
+        chunk = tail + buf
+        if any(v in chunk for v in vals):
+            sys.exit(0)
+        tail = chunk[-keep:]
+        data += len(buf)
+    off = hole
+sys.exit(1)
+PYEOF
+}
+
+# lacks_bytes FILE WHAT VALUE...: fails the test when FILE holds any VALUE, or when the scan
+# itself fails (never read as "not found").
+lacks_bytes() {
+    local file=$1 what=$2 rc=0
+    shift 2
+    has_bytes "$file" "$@" || rc=$?
+    case $rc in
+    0) fail "a real value is in $what" ;;
+    1) ;;
+    *) fail "scanning $what ($file) failed: status $rc" ;;
+    esac
+}
+
+# holds_bytes FILE WHAT VALUE...: fails the test unless FILE holds a VALUE (a scan's positive
+# control: it finds what it looks for).
+holds_bytes() {
+    local file=$1 what=$2 rc=0
+    shift 2
+    has_bytes "$file" "$@" || rc=$?
+    [ "$rc" = 0 ] || fail "the scan of $what does not even find the placeholder (status $rc)"
+}
+
 # ---- JSON, exit statuses, libvirt domains ----
 
 # jget PATH: print the value at PATH in the JSON document on stdin. PATH is keys and list

@@ -102,13 +102,13 @@ fi
 gx sh -c "printf '%s\n' '$PH' >/home/slate/used-placeholder; sync" >/dev/null
 virsh -q -c "$SLATE_TEST_URI" dump --memory-only "slate-$ws" "$work/mem.dump" >/dev/null ||
     fail "virsh dump failed"
-grep -qaF -- "$PH" "$work/mem.dump" || fail "the memory scan does not even find the placeholder"
-grep -qaF -- "$real" "$work/mem.dump" && fail "the real value is in the guest's memory"
+holds_bytes "$work/mem.dump" "the memory dump" "$PH"
+lacks_bytes "$work/mem.dump" "the guest's memory" "$real"
 rm -f "$work/mem.dump"
 wsdir=$(dirname "$(find "$state" -path "*/$ws/workspace.json" | head -1)")
-grep -qaF -- "$PH" "$wsdir/home.img" || fail "the home.img scan does not find the placeholder"
+holds_bytes "$wsdir/home.img" home.img "$PH"
 for img in disk.img home.img; do
-    grep -qaF -- "$real" "$wsdir/$img" && fail "the real value is in $img"
+    lacks_bytes "$wsdir/$img" "$img" "$real"
 done
 
 # The policy applies to the next request.
