@@ -100,7 +100,7 @@ for i in 1 2 3 4; do
 done
 [ "$peak" -le 2 ] || fail "$peak domains ran at once under max-running = 2"
 # The count slated gives may be higher than the domains that run: a start in flight is counted
-# both as a start and, once defined, as a domain (doc/performance.md notes it; conservative).
+# both as a start and, once defined, as a domain (conservative: never more than the limit run).
 grep -q "waiting for a slot: [0-9]* workspaces run or start, max-running = 2" "$work/slated.log" ||
     fail "slated never said a start waited for a slot: $(grep -E "cq$$-[0-9]: (waiting|starting)|slot|admit" "$work/slated.log" | tail -20)"
 log "queued: 4 jobs through 2 slots, peak $peak domains"
