@@ -24,6 +24,7 @@
 #include "storage/storage.h"
 #include "util/buf.h"
 #include "util/fs.h"
+#include "util/hex.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -107,25 +108,12 @@ static bool tok_dev(const struct tokens *t, size_t i, char out[17])
 	return true;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 static bool tok_hex(const struct tokens *t, size_t i, uint8_t *out, size_t max, size_t *ret_len)
 {
 	if (i >= t->n || t->len[i] % 2 || t->len[i] / 2 > max)
 		return false;
-	for (size_t k = 0; k < t->len[i] / 2; k++) {
-		int h = hexval(t->p[i][2 * k]), l = hexval(t->p[i][2 * k + 1]);
-		if (h < 0 || l < 0)
-			return false;
-		out[k] = (uint8_t)(h << 4 | l);
-	}
+	if (hex_decode(t->p[i], t->len[i] / 2, out, HEX_LOWER) < 0)
+		return false;
 	*ret_len = t->len[i] / 2;
 	return true;
 }
@@ -323,15 +311,10 @@ static uint64_t candidate(const struct device *v, uint64_t k)
 	return first_region(&v->free[lo]) + (k - v->prefix[lo]) * RESIDUE_REGION;
 }
 
+/* n bytes at p as 2n lower-case hex digits and a NUL at out. */
 static void put_hex(char *out, const uint8_t *p, size_t n)
 {
-	static const char hx[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[p[i] >> 4];
-		out[2 * i + 1] = hx[p[i] & 15];
-	}
-	out[2 * n] = '\0';
+	(void)sodium_bin2hex(out, 2 * n + 1, p, n);
 }
 
 /* One region's line: a hole is written and compared with zeros, a base extent compared with the
