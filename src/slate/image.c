@@ -21,10 +21,13 @@ static const char image_usage[] =
         "[--replace]\n"
         "       slate image pull ID [--yes]\n"
         "       slate image verify [ID]\n"
+        "       slate image snapshot ID [--memory MIB] [--cpus N]\n"
         "List the installed images; register a local raw image the administrator trusts "
         "(import, root only); download, check and install an image of the signed catalog "
         "(pull: asks before running postinstall steps not applied yet, --yes accepts them); "
-        "re-hash installed images against their recorded digests (verify).\n";
+        "re-hash installed images against their recorded digests (verify); boot the image "
+        "once and save it booted, so that fresh workspaces of that memory and vCPU count "
+        "start by restoring it (snapshot, root only; default 2048 MiB, 2 vCPUs).\n";
 
 static int image_ls(struct slate_ctx *ctx, struct api_client *client)
 {
@@ -38,22 +41,37 @@ static int image_ls(struct slate_ctx *ctx, struct api_client *client)
 		return slate_print_json(reply), EXIT_SUCCESS;
 	if (json_get_array(reply, "images", &arr) < 0)
 		return slate_fail("image ls", "slated's reply has no image list");
-	printf("%-24s %-8s %-16s %-9s %10s\n", "ID", "VERSION", "SOURCE", "BOOT", "SIZE");
+	printf("%-24s %-8s %-16s %-9s %10s  %s\n", "ID", "VERSION", "SOURCE", "BOOT", "SIZE",
+	       "SNAPSHOTS");
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		struct json_object *im = json_object_array_get_idx(arr, i);
 		const char *id = "?", *boot = "?";
 		int64_t version = 0, size = 0;
 		bool local = false;
-		char sz[32];
+		char sz[32], snaps[256] = "-";
+		struct json_object *sa = NULL;
 
 		(void)json_get_string(im, "id", &id);
 		(void)json_get_string(im, "boot", &boot);
 		(void)json_get_int64(im, "version", &version);
 		(void)json_get_int64(im, "size", &size);
 		(void)json_get_bool(im, "local", &local);
-		printf("%-24s %-8lld %-16s %-9s %10s\n", id, (long long)version,
+		/* Booted snapshots as MEMORYxCPUS: the shapes whose fresh workspaces restore. */
+		if (json_get_array(im, "snapshots", &sa) >= 0) {
+			size_t o = 0;
+			for (size_t k = 0; k < json_object_array_length(sa) && o < sizeof(snaps);
+			     k++) {
+				struct json_object *sn = json_object_array_get_idx(sa, k);
+				int64_t m = 0, c = 0;
+				(void)json_get_int64(sn, "memory_mib", &m);
+				(void)json_get_int64(sn, "cpus", &c);
+				o += (size_t)snprintf(snaps + o, sizeof(snaps) - o, "%s%lldMx%lld",
+				                      o ? "," : "", (long long)m, (long long)c);
+			}
+		}
+		printf("%-24s %-8lld %-16s %-9s %10s  %s\n", id, (long long)version,
 		       local ? "local/unsigned" : "catalog/signed", boot,
-		       size_format((uint64_t)size, sz, sizeof(sz)));
+		       size_format((uint64_t)size, sz, sizeof(sz)), snaps);
 	}
 	return EXIT_SUCCESS;
 }
@@ -196,6 +214,115 @@ static int image_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	return image_ls(ctx, client);
 }
 
+static int snapshot_progress(struct json_object *ev, void *ud)
+{
+	const struct progress *p = ud;
+	const char *step = "?", *detail = "";
+
+	if (p->ctx->json)
+		return 0;
+	(void)json_get_string(ev, "step", &step);
+	(void)json_get_string(ev, "detail", &detail);
+	fprintf(stderr, "[%5.1fs] %s%s%s\n", time_mono_s() - p->start, step, *detail ? ": " : "",
+	        detail);
+	return 0;
+}
+
+static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
+{
+	enum { OPT_MEMORY = 1, OPT_CPUS };
+	static const struct option longopts[] = {
+	        SLATE_COMMON_OPTS,
+	        {"memory", required_argument, NULL, OPT_MEMORY},
+	        {"cpus", required_argument, NULL, OPT_CPUS},
+	        {},
+	};
+	_cleanup_(api_client_freep) struct api_client *client = NULL;
+	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
+	struct progress prog = {.ctx = ctx};
+	struct api_error err;
+	char path[128], *end;
+	unsigned long long v;
+	int c;
+
+	if (!body)
+		return slate_fail("image snapshot", "out of memory");
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) >= 0) {
+		if (slate_common_option(ctx, c, optarg))
+			continue;
+		switch (c) {
+		case OPT_MEMORY:
+			/* MIB, as for create; a unit suffix is accepted too ("4G"). */
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end) {
+				uint64_t b;
+				if (size_parse(optarg, &b) < 0)
+					return slate_usage_error(ctx,
+					                         "image snapshot: --memory %s: MiB or "
+					                         "a size like 4G",
+					                         optarg);
+				v = b >> 20;
+			}
+			(void)json_add_int64(body, "memory_mib", (int64_t)v);
+			break;
+		case OPT_CPUS:
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 256)
+				return slate_usage_error(ctx, "image snapshot: --cpus %s: 1 to 256",
+				                         optarg);
+			(void)json_add_int64(body, "cpus", (int64_t)v);
+			break;
+		case 'h':
+		case OPT_HELP:
+			fputs(image_usage, stdout);
+			return EXIT_SUCCESS;
+		default:
+			return slate_usage_error(ctx, "image snapshot: unknown option '%s'",
+			                         argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return slate_usage_error(ctx, "image snapshot: give one image ID");
+	if (image_id_check(argv[optind]) < 0)
+		return slate_usage_error(ctx, "image snapshot: invalid image id '%s'",
+		                         argv[optind]);
+	(void)snprintf(path, sizeof(path), "/v1/images/%s/snapshot", argv[optind]);
+	if (slate_client(ctx, &client) < 0)
+		return EXIT_FAILURE;
+	prog.start = time_mono_s();
+	if (api_client_call(client, "POST", path, body, snapshot_progress, &prog, &reply, &err) <
+	    0)
+		return slate_api_fail("image snapshot", &err);
+	json_object_object_del(reply, "type");
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+	{
+		const char *key = "?";
+		int64_t m = 0, n = 0, bytes = 0;
+		bool existed = false;
+		char sz[32];
+		(void)json_get_string(reply, "key", &key);
+		(void)json_get_int64(reply, "memory_mib", &m);
+		(void)json_get_int64(reply, "cpus", &n);
+		(void)json_get_int64(reply, "state_bytes", &bytes);
+		(void)json_get_bool(reply, "existed", &existed);
+		if (existed)
+			printf("image %s has booted snapshot %s (%lld MiB, %lld vCPU) already\n",
+			       argv[optind], key, (long long)m, (long long)n);
+		else
+			printf("made booted snapshot %s of image %s (%lld MiB, %lld vCPU, %s of "
+			       "state) in %.1f s\n",
+			       key, argv[optind], (long long)m, (long long)n,
+			       size_format((uint64_t)bytes, sz, sizeof(sz)),
+			       json_object_get_double(json_object_object_get(reply, "total_s")));
+	}
+	return EXIT_SUCCESS;
+}
+
 int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct slate_subcommand subs[] = {
@@ -203,6 +330,7 @@ int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
 	        {"import", image_import},
 	        {"pull", image_pull_cmd},
 	        {"verify", image_verify_cmd},
+	        {"snapshot", image_snapshot},
 	};
 
 	return slate_dispatch(ctx, image_usage, subs, ELEMENTSOF(subs), argc, argv);

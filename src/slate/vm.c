@@ -94,9 +94,10 @@ static int call_stream(struct slate_ctx *ctx, const char *name, const char *verb
 
 int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_RESET = 1, OPT_ASIS, OPT_TIMEOUT };
+	enum { OPT_RESET = 1, OPT_ASIS, OPT_TIMEOUT, OPT_COLD };
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
+	        {"cold", no_argument, NULL, OPT_COLD},
 	        {"reset-to-base", no_argument, NULL, OPT_RESET},
 	        {"as-is", no_argument, NULL, OPT_ASIS},
 	        {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -104,7 +105,7 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *res = NULL;
 	const char *name, *accel = "?";
-	bool reset = false, as_is = false, b = false;
+	bool reset = false, as_is = false, cold = false, b = false;
 	double boot_s = 0;
 	int64_t timeout = 0;
 	int c, r;
@@ -122,14 +123,21 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 		case OPT_ASIS:
 			as_is = true;
 			break;
+		case OPT_COLD:
+			cold = true;
+			break;
 		case OPT_TIMEOUT:
 			if (parse_timeout(ctx, optarg, &timeout) != 0)
 				return EXIT_USAGE;
 			break;
 		case 'h':
 		case OPT_HELP:
-			printf("Usage: slate start NAME [--reset-to-base|--as-is] [--timeout S]\n"
+			printf("Usage: slate start NAME [--reset-to-base|--as-is] [--cold] [--timeout "
+			       "S]\n"
 			       "Boot the workspace; returns once the guest reports it is ready.\n"
+			       "A fresh workspace (created or reset, never started since) starts from\n"
+			       "its image's booted snapshot when there is one ('slate image ls').\n"
+			       "  --cold           boot it, even where a snapshot could be restored\n"
 			       "When the image changed since the workspace was cloned, say what to "
 			       "do:\n"
 			       "  --reset-to-base  a fresh system disk from the new base (home is "
@@ -153,6 +161,7 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 		return EXIT_USAGE;
 	if ((reset && json_add_bool(body, "reset_to_base", true) < 0) ||
 	    (as_is && json_add_bool(body, "as_is", true) < 0) ||
+	    (cold && json_add_bool(body, "cold", true) < 0) ||
 	    (timeout && json_add_int64(body, "timeout", timeout) < 0))
 		return slate_fail("start", "out of memory");
 	r = call_stream(ctx, name, "start", body, &res);
@@ -168,6 +177,8 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 		printf("%s is already running\n", name);
 	else if (json_get_bool(res, "resumed", &b) >= 0 && b)
 		printf("resumed %s in %.1f s (%s)\n", name, boot_s, accel);
+	else if (json_get_bool(res, "restored", &b) >= 0 && b)
+		printf("started %s in %.1f s (%s, from a booted snapshot)\n", name, boot_s, accel);
 	else
 		printf("started %s in %.1f s (%s)\n", name, boot_s, accel);
 	return EXIT_SUCCESS;

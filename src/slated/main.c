@@ -62,6 +62,7 @@ struct options {
 	char *memory_budget;
 	char *when_full;
 	char *queue_timeout;
+	char *boot_snapshots;
 };
 
 static void usage(FILE *f)
@@ -78,6 +79,8 @@ static void usage(FILE *f)
 	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
 	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
 	        "      --helper-socket FILE  the socket of a slated-helper started separately\n"
+	        "      --boot-snapshots MODE  auto, use or off: fresh workspaces start from\n"
+	        "                          booted snapshots of their image (slate.conf(5))\n"
 	        "                          (systemd: slated-helper.socket); default: start one\n"
 	        "                          of its own, from beside slated or from %s\n"
 	        "      --cleanup           serve nothing: unmount the state directory's storage\n"
@@ -118,7 +121,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		OPT_PROBE_KVM,
 		OPT_SOCKET_GROUP,
 		OPT_CLEANUP,
-		OPT_HELPER_SOCKET
+		OPT_HELPER_SOCKET,
+		OPT_BOOT_SNAPSHOTS
 	};
 	static const struct option longopts[] = {
 	        {"foreground", no_argument, NULL, 'f'},
@@ -131,6 +135,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	        {"socket-group", required_argument, NULL, OPT_SOCKET_GROUP},
 	        {"cleanup", no_argument, NULL, OPT_CLEANUP},
 	        {"helper-socket", required_argument, NULL, OPT_HELPER_SOCKET},
+	        {"boot-snapshots", required_argument, NULL, OPT_BOOT_SNAPSHOTS},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
@@ -167,6 +172,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_CLEANUP:
 			o->cleanup = true;
+			break;
+		case OPT_BOOT_SNAPSHOTS:
+			free(o->boot_snapshots);
+			o->boot_snapshots = strdup(optarg);
 			break;
 		case OPT_HELPER_SOCKET:
 			free(o->helper_socket);
@@ -227,6 +236,7 @@ static int apply_config(struct options *o)
 	FILL(memory_budget, "memory-budget");
 	FILL(when_full, "when-full");
 	FILL(queue_timeout, "queue-timeout");
+	FILL(boot_snapshots, "boot-snapshots");
 #undef FILL
 	return 0;
 }
@@ -805,6 +815,11 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	ctx.limits = &limits;
+	if (snapshot_mode_parse(o.boot_snapshots ? o.boot_snapshots : "auto",
+	                        &ctx.boot_snapshots) < 0) {
+		log_error("boot-snapshots = %s: auto, use or off", o.boot_snapshots);
+		return EXIT_FAILURE;
+	}
 	if (limits.max_running || limits.memory_budget_mib)
 		log_info("limits: max-running %u, memory-budget %" PRIu64 " MiB, when full: %s",
 		         limits.max_running, limits.memory_budget_mib,
@@ -910,5 +925,6 @@ int main(int argc, char **argv)
 	free(o.memory_budget);
 	free(o.when_full);
 	free(o.queue_timeout);
+	free(o.boot_snapshots);
 	return EXIT_SUCCESS;
 }

@@ -488,7 +488,8 @@ daemon_pid=
 # shellcheck disable=SC2154 # $state is the calling test's
 
 # start_slated [NAME=VALUE]... [-- SLATED_ARG...]: start "$slated --foreground" on $state with its
-# runtime directory $work/run and debug log appended to $work/slated.log, in the background, with
+# runtime directory $work/run and debug log appended to $work/slated.log, booted snapshots used
+# but never made unasked (--boot-snapshots use; SLATE_TEST_BOOT_SNAPSHOTS overrides), in the background, with
 # the given variables in its environment; sets daemon_pid and returns once the API socket is
 # there. Fails (showing the log's tail) when slated dies or never listens.
 start_slated() {
@@ -500,7 +501,8 @@ start_slated() {
     [ "${1:-}" = -- ] && shift
     rm -f "$work/run/slated.sock"
     env "${envs[@]}" "$slated" --foreground --state-dir "$state" --runtime-dir "$work/run" \
-        --log-level debug "$@" 2>>"$work/slated.log" &
+        --log-level debug --boot-snapshots "${SLATE_TEST_BOOT_SNAPSHOTS:-use}" "$@" \
+        2>>"$work/slated.log" &
     daemon_pid=$!
     for _ in $(seq 200); do
         [ -S "$work/run/slated.sock" ] && return 0

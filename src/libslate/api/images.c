@@ -10,11 +10,14 @@
 #include "api/protocol.h"
 #include "api/render.h"
 #include "api/routes.h"
+#include "daemon/daemon.h"
+#include "daemon/snapshot.h"
 #include "image/store.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "workspace/workspace.h"
 
 int handle_image_list(struct api_request *req, struct api_reply *reply)
 {
@@ -33,8 +36,14 @@ int handle_image_list(struct api_request *req, struct api_reply *reply)
 	if (r < 0)
 		return api_reply_error(reply, 500, API_ERR_FAILED, "listing images: %s",
 		                       slate_strerror(r));
-	for (size_t i = 0; i < n; i++)
-		(void)json_object_array_add(arr, api_image_json(list[i], true));
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *img = api_image_json(list[i], true), *snaps = NULL;
+
+		if (img && daemon_snapshot_list(d, list[i]->id, &snaps) >= 0 &&
+		    json_add(img, "snapshots", snaps) < 0)
+			json_object_put(snaps);
+		(void)json_object_array_add(arr, img);
+	}
 	image_info_list_free(list, n);
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
@@ -168,4 +177,86 @@ int handle_image_import(struct api_request *req, struct api_reply *reply)
 		return -ENOMEM;
 	}
 	return api_reply_stream(reply, import_run, j, import_job_free);
+}
+
+/* ---- booted snapshots (daemon/snapshot.h) ---- */
+
+struct snapshot_job {
+	struct daemon_ctx *d;
+	char id[IMAGE_ID_MAX + 1];
+	uint64_t memory_mib;
+	unsigned cpus;
+};
+
+static void snapshot_progress(const char *step, const char *detail, void *userdata)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (!o || json_add_string(o, "step", step) < 0 ||
+	    json_add_string(o, "detail", detail ? detail : "") < 0) {
+		json_object_put(o);
+		return;
+	}
+	(void)api_stream_progress(userdata, o);
+}
+
+static int snapshot_run(struct api_stream *s, void *arg)
+{
+	struct snapshot_job *j = arg;
+	struct slate_error err = {0};
+	struct snapshot_made made;
+	struct json_object *res;
+
+	if (daemon_snapshot_make(j->d, j->id, j->memory_mib, j->cpus, snapshot_progress, s, &made,
+	                         &err) < 0)
+		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
+	res = json_object_new_object();
+	if (!res || json_add_string(res, "image", j->id) < 0 ||
+	    json_add_string(res, "key", made.key) < 0 ||
+	    json_add_int64(res, "memory_mib", (int64_t)j->memory_mib) < 0 ||
+	    json_add_int64(res, "cpus", j->cpus) < 0 ||
+	    json_add_bool(res, "existed", made.existed) < 0 ||
+	    json_add(res, "boot_s", json_object_new_double(made.boot_s)) < 0 ||
+	    json_add(res, "save_s", json_object_new_double(made.save_s)) < 0 ||
+	    json_add(res, "total_s", json_object_new_double(made.total_s)) < 0 ||
+	    json_add_int64(res, "state_bytes", (int64_t)made.state_bytes) < 0) {
+		json_object_put(res);
+		return -ENOMEM;
+	}
+	return api_stream_result(s, res);
+}
+
+int handle_image_snapshot(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *id = req->params[0];
+	struct snapshot_job *j;
+	int64_t mem = WORKSPACE_DEFAULT_MEMORY_MIB, cpus = WORKSPACE_DEFAULT_CPUS;
+
+	/* It boots a guest of the size asked for: an administrator's decision, as an import is. */
+	if (req->caller.uid != 0)
+		return api_reply_error(reply, 403, API_ERR_PERMISSION,
+		                       "only root may make booted snapshots (with boot-snapshots = "
+		                       "auto, slated makes them itself)");
+	if (api_need_images(d, reply) < 0)
+		return -ENODEV;
+	if (image_id_check(id) < 0)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST, "invalid image id");
+	if (req->body) {
+		int rm = json_get_int64(req->body, "memory_mib", &mem);
+		int rc = json_get_int64(req->body, "cpus", &cpus);
+
+		if ((rm < 0 && rm != -ENOENT) || (rc < 0 && rc != -ENOENT))
+			return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+			                       "memory_mib and cpus are integers");
+	}
+	if (mem < 128 || mem > (1 << 20) || cpus < 1 || cpus > 256)
+		return api_reply_error(reply, 400, API_ERR_BAD_REQUEST,
+		                       "memory_mib must be 128 to 1048576, cpus 1 to 256");
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct snapshot_job){.d = d, .memory_mib = (uint64_t)mem, .cpus = (unsigned)cpus};
+	memcpy(j->id, id, strlen(id) + 1);
+	return api_reply_stream(reply, snapshot_run, j, free);
 }

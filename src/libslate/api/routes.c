@@ -275,6 +275,7 @@ static const struct api_route routes[] = {
         {"POST", "/images", handle_image_import},
         {"POST", "/images/verify", handle_image_verify},
         {"POST", "/images/:id/pull", handle_image_pull},
+        {"POST", "/images/:id/snapshot", handle_image_snapshot},
         {"GET", "/catalog", handle_catalog_get},
         {"POST", "/catalog/update", handle_catalog_update},
 };

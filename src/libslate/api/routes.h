@@ -29,6 +29,7 @@ int handle_image_import(struct api_request *req, struct api_reply *reply);
 int handle_catalog_get(struct api_request *req, struct api_reply *reply);
 int handle_catalog_update(struct api_request *req, struct api_reply *reply);
 int handle_image_pull(struct api_request *req, struct api_reply *reply);
+int handle_image_snapshot(struct api_request *req, struct api_reply *reply);
 int handle_image_verify(struct api_request *req, struct api_reply *reply);
 /* In api/vm.c: start/stop streams and the console upgrade. */
 int handle_workspace_start(struct api_request *req, struct api_reply *reply);

@@ -34,7 +34,7 @@ struct vm_op {
 	struct daemon_ctx *d;
 	char name[WORKSPACE_NAME_MAX + 1];
 	uid_t uid;
-	bool reset_to_base, as_is;
+	bool reset_to_base, as_is, cold;
 	bool force, suspend;
 	unsigned timeout_s;
 };
@@ -67,7 +67,10 @@ static int start_stream(struct api_stream *s, void *arg)
 {
 	struct vm_op *op = arg;
 	struct daemon_start_opts o = {
-	        .reset_to_base = op->reset_to_base, .as_is = op->as_is, .timeout_s = op->timeout_s};
+	        .reset_to_base = op->reset_to_base,
+	        .as_is = op->as_is,
+	        .timeout_s = op->timeout_s,
+	        .cold = op->cold};
 	struct daemon_started st;
 	struct slate_error err = {0};
 	struct json_object *res;
@@ -84,12 +87,15 @@ static int start_stream(struct api_stream *s, void *arg)
 	    json_add_string(res, "accelerator", vm_accel_name(st.kvm)) < 0 ||
 	    json_add_bool(res, "resumed", st.resumed) < 0 ||
 	    json_add_bool(res, "already_running", st.already_running) < 0 ||
+	    json_add_bool(res, "restored", st.restored) < 0 ||
 	    json_add(res, "boot_s", json_object_new_double(st.boot_s)) < 0) {
 		json_object_put(res);
 		return -ENOMEM;
 	}
 	if (st.disk_io[0])
 		(void)json_add_string(res, "disk_io", st.disk_io);
+	if (st.snapshot[0])
+		(void)json_add_string(res, "snapshot", st.snapshot);
 	(void)json_add(res, "proof_s", json_object_new_double(st.proof_s));
 	if (st.checkpoint[0]) {
 		(void)json_add_string(res, "checkpoint", st.checkpoint);
@@ -141,6 +147,7 @@ static int op_new(struct api_request *req, struct api_reply *reply, struct vm_op
 	if (req->body) {
 		(void)json_get_bool(req->body, "reset_to_base", &op->reset_to_base);
 		(void)json_get_bool(req->body, "as_is", &op->as_is);
+		(void)json_get_bool(req->body, "cold", &op->cold);
 		(void)json_get_bool(req->body, "force", &op->force);
 		(void)json_get_bool(req->body, "suspend", &op->suspend);
 		if (json_get_int64(req->body, "timeout", &t) >= 0) {

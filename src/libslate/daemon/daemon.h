@@ -9,6 +9,7 @@
  */
 
 #include <time.h>
+#include "daemon/snapshot.h"
 
 struct storage;
 struct workspace_store;
@@ -43,4 +44,6 @@ struct daemon_ctx {
 	const char *helper_error;
 	/* Per-host limits on running workspaces (daemon/limits.h); NULL: none. */
 	struct daemon_limits *limits;
+	/* Starts from booted snapshots (daemon/snapshot.h): slate.conf's boot-snapshots. */
+	enum snapshot_mode boot_snapshots;
 };

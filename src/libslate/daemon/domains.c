@@ -271,6 +271,7 @@ int daemon_domains_start(struct daemon_ctx *d)
 	         sr.orphans);
 	sweep_ro_binds(d);
 	sweep_ephemeral(d);
+	daemon_snapshot_sweep(d);
 	return 0;
 }
 

@@ -6,6 +6,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/provision.c src/libslate/daemon/provision.h \
 	src/libslate/daemon/shares.c src/libslate/daemon/shares.h \
 	src/libslate/daemon/start.c src/libslate/daemon/start.h \
+	src/libslate/daemon/snapshot.c src/libslate/daemon/snapshot.h \
 	src/libslate/daemon/domains.c src/libslate/daemon/domains.h \
 	src/libslate/daemon/egress.c src/libslate/daemon/egress.h \
 	src/libslate/daemon/agent.c src/libslate/daemon/agent.h \

@@ -5,10 +5,12 @@
  * guest provisioned, then the proven-boot checkpoint; and the way back.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "daemon/limits.h"
 #include "daemon/provision.h"
 #include "daemon/shares.h"
+#include "daemon/snapshot.h"
 #include "daemon/start.h"
 #include "image/store.h"
 #include "storage/storage.h"
@@ -33,19 +36,6 @@
 #include "vm/qemu-user.h"
 #include "vm/xml.h"
 #include "workspace/workspace.h"
-
-/* The kernel command line: the image's, with the root disk named when the image did not. */
-static char *make_cmdline(const char *image_cmdline)
-{
-	const char *base = image_cmdline && *image_cmdline ? image_cmdline : "console=ttyS0";
-	char *out = NULL;
-
-	if (strstr(base, "root="))
-		return strdup(base);
-	if (asprintf(&out, "%s root=/dev/vda rw", base) < 0)
-		return NULL;
-	return out;
-}
 
 struct boot_paths {
 	char *ws_dir, *run_dir, *disk, *home, *kernel, *initrd, *cmdline, *log, *sock;
@@ -70,6 +60,8 @@ static void boot_paths_free(struct boot_paths *p)
 }
 
 #define PROOF_TIMEOUT_S 120
+/* A restored guest's agent is up at once: one that does not answer soon boots cold instead. */
+#define RESTORE_IDENTITY_TIMEOUT_S 20
 
 /* What a callee said about its failure r: its message, else r's description. */
 static const char *why_failed(const struct slate_error *e, int r)
@@ -222,6 +214,10 @@ struct start_run {
 	struct checkpoint_info cp;
 	double pause_ms;
 	bool admitted; /* holds a slot of the host's limits (daemon/limits.h) */
+	bool fresh;    /* the disk was a fresh clone of the base: the guest gets its identity */
+	bool snapshot_missing; /* one could have been restored, but there was none */
+	bool identity_done;    /* the guest took the workspace's identity (restored) */
+	char snapshot[SNAPSHOT_KEY_LEN + 1];
 };
 
 static void start_run_done(struct start_run *st)
@@ -446,7 +442,7 @@ static int start_boot_paths(struct start_run *st)
 		        fs_path_join(storage_images_path(d->storage), st->img->id);
 		p->kernel = idir ? fs_path_join(idir, "vmlinuz") : NULL;
 		p->initrd = idir ? fs_path_join(idir, "initrd.img") : NULL;
-		p->cmdline = make_cmdline(st->img->cmdline);
+		p->cmdline = vm_kernel_cmdline(st->img->cmdline);
 	}
 	if (!p->disk || !p->home || !p->log || !p->sock ||
 	    (st->img->kernel_boot && (!p->kernel || !p->initrd || !p->cmdline)))
@@ -554,6 +550,8 @@ static int start_boot(struct start_run *st)
 	}
 	st->s->booted = !st->br.already_running && !st->br.resumed;
 	st->w->last_used = time(NULL);
+	if (st->s->booted)
+		st->w->disk_fresh = false;
 	r = workspace_save(d->workspaces, st->w);
 	if (r < 0)
 		log_ws(LOG_WARNING, name, "cannot record last use: %s", slate_strerror(r));
@@ -562,6 +560,98 @@ static int start_boot(struct start_run *st)
 		       st->br.resumed ? "resumed" : "booted", st->domain, vm_accel_name(st->br.kvm),
 		       st->br.boot_s);
 	return 0;
+}
+
+/* After a restore that failed, disk.img is the snapshot's: a pristine clone of the base again,
+ * for the cold boot that follows. */
+static int start_repristine(struct start_run *st)
+{
+	_cleanup_close_ int fd = open(st->p.ws_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r;
+
+	if (fd < 0 || (unlinkat(fd, "disk.img", 0) < 0 && errno != ENOENT))
+		return -errno;
+	r = workspace_prepare(st->d->workspaces, st->name);
+	if (r < 0)
+		return slate_error_set(st->s->err, r, "start %s: a fresh disk after the failed "
+		                       "restore: %s", st->name, slate_strerror(r));
+	return 0;
+}
+
+/*
+ * A fresh workspace starts from its image's booted snapshot when there is one (daemon/snapshot.h):
+ * 1 when restored, 0 when it must boot (why logged once), < 0 on an error that stops the start.
+ */
+static int start_restore(struct start_run *st)
+{
+	struct daemon_ctx *d = st->d;
+	const char *name = st->name, *why = NULL;
+	_cleanup_free_ char *xml = NULL, *save = NULL;
+	struct slate_error e = {0};
+	struct stat hs;
+	int r;
+
+	if (!start_was_stopped(st))
+		return 0;
+	if (st->op->cold)
+		why = "--cold";
+	else
+		(void)daemon_snapshot_usable(d, st->w, &why);
+	if (why) {
+		log_ws(LOG_DEBUG, name, "start %s: booting, not restoring: %s", name, why);
+		return 0;
+	}
+	save = fs_path_join(st->p.ws_dir, "restore.sav");
+	if (!save || stat(st->p.home, &hs) < 0)
+		return -ENOMEM;
+	r = daemon_snapshot_prepare(d, st->img, &st->c, st->template, save, &xml, st->snapshot,
+	                            &e);
+	if (r == -ENOENT) {
+		log_ws(LOG_DEBUG, name, "start %s: no booted snapshot %s yet: booting", name,
+		       st->snapshot);
+		st->snapshot_missing = true;
+		return 0;
+	}
+	if (r < 0) {
+		log_ws(LOG_NOTICE, name, "start %s: booting cold: %s", name, why_failed(&e, r));
+		return 0;
+	}
+	start_progress("restoring", "the image's booted snapshot", st->s);
+	r = vm_restore(st->conn, &st->c, save, xml, (uint64_t)hs.st_size, &st->br, &e);
+	(void)unlink(save);
+	if (r < 0) {
+		log_ws(LOG_NOTICE, name, "start %s: booting cold: restoring snapshot %s failed: %s",
+		       name, st->snapshot, why_failed(&e, r));
+		r = start_repristine(st);
+		return r < 0 ? r : 0;
+	}
+	/* The guest has the snapshot's identity (and no home) until slate-guest takes the
+	 * workspace's; one that cannot goes, and the workspace boots instead. */
+	if (d->channels)
+		(void)channels_attach(d->channels, name, st->p.sock);
+	start_progress("identity", "entropy, clock, home, hostname, machine-id", st->s);
+	r = daemon_guest_identity(d, name, RESTORE_IDENTITY_TIMEOUT_S * 1000, &e);
+	if (r < 0) {
+		log_ws(LOG_NOTICE, name, "start %s: booting cold: the guest restored from snapshot %s "
+		       "did not take its identity: %s", name, st->snapshot, why_failed(&e, r));
+		start_undo(d, name, "no identity");
+		if (d->channels)
+			channels_detach(d->channels, name);
+		st->br = (struct vm_boot_result){0};
+		r = start_repristine(st);
+		return r < 0 ? r : 0;
+	}
+	st->identity_done = true;
+	st->channel_sock = TAKE_PTR(st->p.sock);
+	st->s->booted = true;
+	st->w->last_used = time(NULL);
+	st->w->disk_fresh = false;
+	r = workspace_save(d->workspaces, st->w);
+	if (r < 0)
+		log_ws(LOG_WARNING, name, "cannot record last use: %s", slate_strerror(r));
+	log_ws(LOG_INFO, name, "restored %s from booted snapshot %s (%s) in %.2f s", st->domain,
+	       st->snapshot, vm_accel_name(st->br.kvm), st->br.boot_s);
+	return 1;
 }
 
 /* The guest is up when a shell on a terminal runs a command, not when it says so. */
@@ -576,6 +666,16 @@ static int start_prove(struct start_run *st)
 
 	if (!st->c.vsock && d->channels)
 		(void)channels_attach(d->channels, name, st->channel_sock);
+	/* A fresh disk's first cold boot gives the guest its own identity too (a restored guest
+	 * took it already); an image whose slate-guest cannot boots without. */
+	if (st->fresh && st->s->booted && !st->identity_done) {
+		start_progress("identity", "entropy, clock, hostname, machine-id", st->s);
+		r = daemon_guest_identity(d, name, timeout_s * 1000, &e);
+		if (r < 0)
+			log_ws(LOG_WARNING, name, "start %s: no identity for the guest: %s", name,
+			       why_failed(&e, r));
+		e = (struct slate_error){0};
+	}
 	start_progress("proving", "a login shell on a terminal runs a command", st->s);
 	t0 = time_mono_s();
 	r = exec_terminal_proof(d, name, timeout_s * 1000, &e);
@@ -630,6 +730,7 @@ static void start_report(const struct start_run *st, struct daemon_started *ret)
 {
 	*ret = (struct daemon_started){.kvm = st->c.kvm,
 	                               .resumed = st->br.resumed,
+	                               .restored = st->br.restored,
 	                               .already_running = st->br.already_running,
 	                               .boot_s = st->br.boot_s,
 	                               .proof_s = st->proof_s,
@@ -637,6 +738,8 @@ static void start_report(const struct start_run *st, struct daemon_started *ret)
 	(void)snprintf(ret->domain, sizeof(ret->domain), "%s", st->domain);
 	(void)snprintf(ret->disk_io, sizeof(ret->disk_io), "%s", st->br.disk_io);
 	(void)snprintf(ret->checkpoint, sizeof(ret->checkpoint), "%s", st->cp.id);
+	if (st->br.restored)
+		(void)snprintf(ret->snapshot, sizeof(ret->snapshot), "%s", st->snapshot);
 }
 
 /* The steps of a start, in order; the workspace stays locked until the last is done. */
@@ -657,19 +760,25 @@ static int do_start(struct daemon_ctx *d, const char *name, const struct daemon_
 	if (r >= 0 && start_was_stopped(&st))
 		r = start_prepare_disks(&st);
 	if (r >= 0)
+		st.fresh = start_was_stopped(&st) && st.w->disk_fresh;
+	if (r >= 0)
 		r = start_boot_paths(&st);
 	if (r >= 0)
 		r = start_serve_shares(&st);
 	if (r < 0)
 		return r;
 	start_vm_config(&st);
-	r = start_boot(&st);
+	r = start_restore(&st);
+	if (r == 0)
+		r = start_boot(&st);
 	if (r >= 0)
 		r = start_prove(&st);
 	if (r >= 0)
 		r = start_setup_guest(&st);
 	if (r < 0)
 		return r;
+	if (st.snapshot_missing && d->boot_snapshots == SNAPSHOT_AUTO)
+		daemon_snapshot_make_later(d, st.w->image_id, st.w->memory_mib, st.w->cpus);
 	if (ret)
 		start_report(&st, ret);
 	return 0;

@@ -16,11 +16,14 @@ struct daemon_start_opts {
 	bool reset_to_base; /* base drift: a fresh system disk from the new base */
 	bool as_is;         /* base drift: keep the disk */
 	unsigned timeout_s; /* for the boot and the terminal proof; 0: the defaults */
+	bool cold;          /* boot, even where a booted snapshot could be restored */
 };
 
 struct daemon_started {
 	char domain[128];
 	bool kvm, resumed, already_running;
+	bool restored;     /* from a booted snapshot (daemon/snapshot.h) */
+	char snapshot[24]; /* its key, when restored */
 	double boot_s, proof_s;
 	char disk_io[16];
 	char checkpoint[32]; /* the proven-boot checkpoint's id, or "" */

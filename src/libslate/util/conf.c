@@ -37,6 +37,7 @@ static const struct conf_key keys[] = {
         {.name = "memory-budget", .type = CONF_SIZE_AUTO, .def = "auto", .min = 64ull << 20},
         {.name = "when-full", .type = CONF_ENUM, .def = "queue", .choices = "queue|refuse"},
         {.name = "queue-timeout", .type = CONF_COUNT, .def = "0", .max = 7 * 24 * 3600},
+        {.name = "boot-snapshots", .type = CONF_ENUM, .def = "auto", .choices = "auto|use|off"},
 };
 
 struct conf {

@@ -182,26 +182,26 @@ static int define(virConnectPtr conn, const char *template_text, const struct vm
 	return 0;
 }
 
-static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned timeout_s, double t0,
-                      struct slate_error *err)
+int vm_wait_ready(virDomainPtr dom, const char *console_log, unsigned timeout_s, double t0,
+                  struct slate_error *err)
 {
 	char tail[1536] = "";
 	unsigned polls = 0;
 	int r;
 
 	for (;;) {
-		r = console_ready(c->console_log);
+		r = console_ready(console_log);
 		if (r > 0)
 			return 0;
 		if (r < 0)
 			return slate_error_set(err, r, "cannot read the console log %s: %s",
-			                       c->console_log, strerror(-r));
+			                       console_log, strerror(-r));
 		/* Asking libvirt costs more than reading a file: every tenth poll. */
 		if (++polls % 10 == 0 && virDomainIsActive(dom) != 1) {
 			sleep_ms(100);
-			if (console_ready(c->console_log) > 0)
+			if (console_ready(console_log) > 0)
 				return 0;
-			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
+			(void)vm_console_tail(console_log, 15, tail, sizeof(tail));
 			return slate_error_set(
 			        err, -ECHILD,
 			        "the guest stopped before it was ready; the console's last "
@@ -209,7 +209,7 @@ static int wait_ready(virDomainPtr dom, const struct vm_config *c, unsigned time
 			        tail);
 		}
 		if (time_mono_s() - t0 > timeout_s) {
-			(void)vm_console_tail(c->console_log, 15, tail, sizeof(tail));
+			(void)vm_console_tail(console_log, 15, tail, sizeof(tail));
 			return slate_error_set(err, -ETIMEDOUT,
 			                       "the guest did not report ready (\"" VM_READY_PREFIX
 			                       "<version>" VM_READY_SUFFIX
@@ -303,12 +303,69 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 		snprintf(res.disk_io, sizeof(res.disk_io), "%s", cc.disk_io);
 	}
 	step(progress, userdata, "waiting", "for the guest's ready line on the console");
-	r = wait_ready(dom, c, timeout_s, t0, err);
+	r = vm_wait_ready(dom, c->console_log, timeout_s, t0, err);
 	if (r < 0) {
 		destroy_and_forget(dom);
 		return r;
 	}
 	res.boot_s = time_mono_s() - t0;
+	*ret = res;
+	return 0;
+}
+
+int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_path,
+               const char *xml, uint64_t home_bytes, struct vm_boot_result *ret,
+               struct slate_error *err)
+{
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL, def = NULL;
+	struct vm_boot_result res = {.kvm = c->kvm, .restored = true};
+	enum vm_state state = VM_STATE_UNDEFINED;
+	double t0;
+	int r;
+
+	r = drop_stale(conn, c, err);
+	if (r < 0)
+		return r;
+	r = vm_workspace_state(conn, c->workspace, &state);
+	if (r < 0)
+		return slate_error_set(err, r, "cannot ask libvirt about %s: %s", c->domain_name,
+		                       vm_last_error());
+	if (state != VM_STATE_UNDEFINED && state != VM_STATE_STOPPED)
+		return slate_error_set(err, -EEXIST, "%s is %s: not restoring over it",
+		                       c->domain_name, vm_state_name(state));
+	/* A stopped definition goes: the restore brings the domain's own. */
+	if (state == VM_STATE_STOPPED && vm_domain_lookup(conn, c->workspace, &dom) >= 0) {
+		(void)virDomainUndefineFlags(dom, UNDEFINE_FLAGS);
+		virDomainFree(TAKE_PTR(dom));
+	}
+	(void)unlink(c->console_log);
+	t0 = time_mono_s();
+	if (virDomainRestoreFlags(conn, save_path, NULL, VIR_DOMAIN_SAVE_RUNNING) < 0)
+		return slate_error_set(err, -EIO, "libvirt cannot restore %s from %s: %s",
+		                       c->domain_name, save_path, vm_last_error());
+	r = vm_domain_lookup(conn, c->workspace, &dom);
+	if (r < 0) {
+		(void)slate_error_set(err, r, "%s is gone after its restore: %s", c->domain_name,
+		                      vm_last_error());
+		return r;
+	}
+	/* Persistent, as a booted workspace's domain is: stop, suspend and the sweeps expect it. */
+	def = virDomainDefineXMLFlags(conn, xml, 0);
+	if (!def) {
+		(void)slate_error_set(err, -EIO, "libvirt refused the restored domain's definition: %s",
+		                      vm_last_error());
+		destroy_and_forget(dom);
+		return -EIO;
+	}
+	if (home_bytes && virDomainBlockResize(dom, "vdb", home_bytes,
+	                                       VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
+		(void)slate_error_set(err, -EIO, "cannot give the guest its home's size: %s",
+		                      vm_last_error());
+		destroy_and_forget(dom);
+		return -EIO;
+	}
+	res.boot_s = time_mono_s() - t0;
+	snprintf(res.disk_io, sizeof(res.disk_io), "%s", c->disk_io);
 	*ret = res;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <libvirt/libvirt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
 #include "vm/xml.h"
@@ -27,6 +28,7 @@ typedef void (*vm_progress_fn)(const char *step, const char *detail, void *userd
 struct vm_boot_result {
 	bool resumed; /* restored from a managed save */
 	bool already_running;
+	bool restored; /* started from a booted snapshot (vm_restore) */
 	bool kvm;
 	double boot_s; /* from virDomainCreate to the ready line (or to running on resume) */
 	char disk_io[16];
@@ -42,6 +44,26 @@ struct vm_boot_result {
 int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_config *c,
             unsigned timeout_s, vm_progress_fn progress, void *userdata, struct vm_boot_result *ret,
             struct slate_error *err);
+
+/*
+ * Waits for the ready line on the console log of dom (a boot that began at t0, time_mono_s()):
+ * 0, or < 0 with err saying why (the guest stopped, or timeout_s passed) and the console's last
+ * lines. Leaves dom as it is.
+ */
+int vm_wait_ready(virDomainPtr dom, const char *console_log, unsigned timeout_s, double t0,
+                  struct slate_error *err);
+
+/*
+ * Starts the workspace's domain (c: its settings) from the save image at save_path, whose
+ * header holds xml, the domain's own XML (vm/savefile.h): restored running, then defined
+ * persistent with that XML, as vm_boot leaves a domain. home_bytes (0: leave it) is announced to
+ * the guest as vdb's size: the snapshot was taken with a smaller placeholder. There is no ready
+ * line after a restore: the guest ran its boot before the snapshot. On failure nothing is left
+ * running or defined, and err says why.
+ */
+int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_path,
+               const char *xml, uint64_t home_bytes, struct vm_boot_result *ret,
+               struct slate_error *err);
 
 enum vm_stop_mode {
 	VM_STOP_SHUTDOWN, /* ACPI power button, then destroy after the timeout */

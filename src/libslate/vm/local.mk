@@ -8,6 +8,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/vm/define-time.c src/libslate/vm/define-time.h \
 	src/libslate/vm/virtiofs.c src/libslate/vm/virtiofs.h \
 	src/libslate/vm/lifecycle.c src/libslate/vm/lifecycle.h \
+	src/libslate/vm/savefile.c src/libslate/vm/savefile.h \
 	src/libslate/vm/events.c src/libslate/vm/events.h
 # The template is built into the programs as a C string (xml.c includes it), so an uninstalled
 # slated works; /etc/slate/libvirt-xml/domain.xml overrides it. Installed for administrators to

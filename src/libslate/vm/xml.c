@@ -64,6 +64,18 @@ int vm_template_load(const char *path, char **ret_text, char **ret_origin)
 	return 0;
 }
 
+char *vm_kernel_cmdline(const char *image_cmdline)
+{
+	const char *base = image_cmdline && *image_cmdline ? image_cmdline : "console=ttyS0";
+	char *out = NULL;
+
+	if (strstr(base, "root="))
+		return strdup(base);
+	if (asprintf(&out, "%s root=/dev/vda rw", base) < 0)
+		return NULL;
+	return out;
+}
+
 /* Parses XML without network access, entities or DTDs: templates and libvirt's answers only. */
 static int parse_doc(const char *text, xmlDocPtr *ret)
 {
@@ -322,6 +334,13 @@ int vm_xml_build(const char *template_text, const struct vm_config *c, char **re
 	if (!devices)
 		return SLATE_ERR_INVALID_FORMAT;
 
+	/* A live domain's XML (a save image's, which a restore starts from) has its run's id. */
+	(void)xmlUnsetProp(root, BAD_CAST "id");
+	if (c->genid && !child(root, "genid")) {
+		xmlNodePtr uuid = ensure_child(root, "uuid"), g = xmlNewNode(NULL, BAD_CAST "genid");
+		if (!uuid || !g || !xmlAddNextSibling(uuid, g))
+			return -ENOMEM;
+	}
 	if (set_prop(root, "type", c->kvm ? "kvm" : "qemu") < 0 ||
 	    set_text(root, "name", c->domain_name) < 0 || set_text(root, "uuid", c->uuid) < 0)
 		return -ENOMEM;

@@ -47,6 +47,7 @@ struct vm_config {
 	bool vsock;                 /* a vhost-vsock device with an automatic CID instead */
 	const struct vm_share *shares;
 	size_t n_shares;
+	bool genid; /* a VM generation ID (<genid/>) when the template has none */
 };
 
 /* What slate's <metadata> says about a domain, and its type. */
@@ -74,6 +75,10 @@ const char *vm_template_builtin(void);
  * SLATE_ERR_INVALID_FORMAT when the template is not a <domain> document or lacks what slate
  * fills in (the vda/vdb disks), -EINVAL for a config with missing values.
  */
+/* The kernel command line of a direct kernel boot: the image's, with the root disk named when
+ * the image did not. NULL on ENOMEM. */
+char *vm_kernel_cmdline(const char *image_cmdline);
+
 int vm_xml_build(const char *template_text, const struct vm_config *c, char **ret_xml);
 
 /* Reads slate's metadata and the domain type from a domain's XML. -ENOENT when the domain has no

@@ -463,6 +463,7 @@ static int revert_finish(struct workspace_store *st, int fd, const char *name, c
 	if (!streq(w->name, name))
 		return SLATE_ERR_INVALID_FORMAT;
 	w->disk_present = true;
+	w->disk_fresh = false;
 	if (!system_only)
 		w->home_present = true;
 	w->base_version = m.base_version;

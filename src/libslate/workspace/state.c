@@ -192,6 +192,7 @@ int ws_state_to_json(const struct workspace *w, char **ret)
 	    (r = add_nullable_string(o, "compromisedHost", w->compromised_host)) < 0 ||
 	    (r = json_add_bool(o, "diskPresent", w->disk_present)) < 0 ||
 	    (r = json_add_bool(o, "homePresent", w->home_present)) < 0 ||
+	    (r = json_add_bool(o, "diskFresh", w->disk_fresh)) < 0 ||
 	    (r = json_add_bool(o, "ephemeral", w->ephemeral)) < 0)
 		return r;
 	return json_to_string_dup(o, true, ret);
@@ -310,9 +311,11 @@ int ws_state_from_json(const char *data, size_t len, struct workspace **ret)
 		return fmt(r);
 	if (version != WS_FORMAT_VERSION)
 		return SLATE_ERR_PROTOCOL_VERSION;
-	/* "ephemeral" is optional (files written before `slate run --rm` lack it). */
+	/* "ephemeral" and "diskFresh" are optional (files written before `slate run --rm`, and
+	 * before starts from booted snapshots, lack them). */
 	if ((size_t)json_object_object_length(o) !=
-	    WS_STATE_MEMBERS + (json_object_object_get_ex(o, "ephemeral", NULL) ? 1u : 0u))
+	    WS_STATE_MEMBERS + (json_object_object_get_ex(o, "ephemeral", NULL) ? 1u : 0u) +
+	            (json_object_object_get_ex(o, "diskFresh", NULL) ? 1u : 0u))
 		return SLATE_ERR_INVALID_FORMAT;
 
 	w = calloc(1, sizeof(*w));
@@ -364,6 +367,10 @@ int ws_state_from_json(const char *data, size_t len, struct workspace **ret)
 	    (r = fmt(json_get_bool(o, "diskPresent", &w->disk_present))) < 0 ||
 	    (r = fmt(json_get_bool(o, "homePresent", &w->home_present))) < 0)
 		return r;
+	/* Optional: absent in files written before starts from booted snapshots (not fresh). */
+	r = json_get_bool(o, "diskFresh", &w->disk_fresh);
+	if (r < 0 && r != -ENOENT)
+		return fmt(r);
 	/* Optional: absent in files written before `slate run --rm` existed. */
 	r = json_get_bool(o, "ephemeral", &w->ephemeral);
 	if (r < 0 && r != -ENOENT)

@@ -550,6 +550,7 @@ static int build_workspace(const struct workspace_create_args *a, int64_t base_v
 	memcpy(w->mac, mac, sizeof(w->mac));
 	w->created = w->last_used = ws_now();
 	w->disk_present = w->home_present = true;
+	w->disk_fresh = true;
 	w->ephemeral = a->ephemeral;
 	*ret = TAKE_PTR(w);
 	return 0;
@@ -678,6 +679,7 @@ static int drop_disk(int fd, struct workspace *w, const char *after_save, const 
 
 	if (w->disk_present) {
 		w->disk_present = false;
+		w->disk_fresh = false;
 		r = ws_state_save_at(fd, w);
 		if (r < 0)
 			return r;
@@ -880,6 +882,7 @@ int workspace_prepare(struct workspace_store *st, const char *name)
 	}
 	if (need_disk) {
 		w->disk_present = true;
+		w->disk_fresh = true;
 		w->base_version = version;
 	}
 	if (need_home)

@@ -59,6 +59,9 @@ struct workspace {
 	char *compromised_host;
 	bool disk_present; /* false after reset: the next start clones a fresh disk */
 	bool home_present; /* false after wipe-home: the next start makes a fresh home */
+	bool disk_fresh;   /* disk.img is a clone of the base no guest has run on yet (made by
+	                    * create or by a start after reset): a start may restore a booted
+	                    * snapshot of the base instead (doc/vm.md) */
 	bool ephemeral;    /* made by `slate run --rm`: deleted when its run ends, or by slated
 	                    * when it starts and finds it (the run that owned it is gone) */
 };
