@@ -814,7 +814,7 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 	sodium_memzero(seed, sizeof(seed));
 	/* The time last, as late as can be: the guest sets its clock to it. */
 	(void)clock_gettime(CLOCK_REALTIME, &now);
-	n = snprintf(line, sizeof(line), "identity %s %lld %09ld %s\n", name,
+	n = snprintf(line, sizeof(line), "identity %s %lld %ld %s\n", name,
 	             (long long)now.tv_sec, now.tv_nsec, hex);
 	sodium_memzero(hex, sizeof(hex));
 	r = exec_dialog_send(g, line, (size_t)n);

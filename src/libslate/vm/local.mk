@@ -42,5 +42,10 @@ unit_programs += tests/unit/test-define-time
 integration_tests += tests/integration/vm.sh
 EXTRA_DIST += tests/integration/vm.sh
 
+# Starts from a booted snapshot: made, restored into two different machines, the cold fallbacks,
+# boot-snapshots = auto (daemon/snapshot.c, vm/savefile.c).
+integration_tests += tests/integration/snapshot.sh
+EXTRA_DIST += tests/integration/snapshot.sh
+
 # Shares: the path walk that refuses symlinks and owner changes, and virtiofsd as the owner.
 unit_programs += tests/unit/test-virtiofs
