@@ -168,6 +168,10 @@ int user_groups(const struct guest_user *u, gid_t *groups, int max);
 
 /* ---- provisioning (provision.c) ---- */
 
+/* Writes data to path through a temporary file (path.slate-tmp) and a rename, owned by uid:gid,
+ * with mode; creates the directories above it. 0 or -errno. */
+int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid, gid_t gid);
+
 /* slate-guest --provision: reads the host's provisioning request on stdin. Exit status. */
 int provision_main(void);
 /* Where provisioning leaves the environment every session starts with (NAME=VALUE lines). */
@@ -178,3 +182,11 @@ int provision_main(void);
 /* slate-guest --probe: the guest half of `slate probe` (doc/residue.md), stdin to stdout. Exit
  * status: 0, 1 when it could not go on, 2 on a malformed request. */
 int probe_main(void);
+/* Exactly 2 * len lower-case hex digits into out. */
+bool parse_hex(const char *s, uint8_t *out, size_t len);
+
+/* ---- identity after a snapshot restore (identity.c) ---- */
+
+/* slate-guest --identity: one line on stdin gives the guest its own RNG seed, clock, home mount,
+ * hostname and machine id. Exit status: 0, 1 when a step failed, 2 on a malformed line. */
+int identity_main(void);

@@ -144,6 +144,11 @@ static void usage(FILE *f)
 	        "  --provision          write the host's provisioning request (stdin) and exit\n"
 	        "  --probe              answer the host's residue probe (stdin, doc/residue.md)\n"
 	        "                       and exit\n"
+	        "  --identity           after a snapshot restore: read \"identity NAME SEC\n"
+	        "                       NSEC SEEDHEX\" (stdin); seed the kernel RNG, set the\n"
+	        "                       clock, mount /dev/vdb at uid 1000's home if nothing\n"
+	        "                       is mounted there, set the hostname (/etc/hostname,\n"
+	        "                       /etc/hosts), write a new /etc/machine-id; print ok\n"
 	        "  --version            print the version and exit\n"
 	        "  --help               print this help and exit\n",
 	        CH_VSOCK_PORT, CH_SERIAL_NAME);
@@ -181,7 +186,8 @@ int main(int argc, char *argv[])
 		OPT_PROXY,
 		OPT_AGENT,
 		OPT_PROVISION,
-		OPT_PROBE
+		OPT_PROBE,
+		OPT_IDENTITY
 	};
 	static const struct option options[] = {
 	        {"channel", required_argument, NULL, OPT_CHANNEL},
@@ -190,6 +196,7 @@ int main(int argc, char *argv[])
 	        {"once", no_argument, NULL, OPT_ONCE},
 	        {"provision", no_argument, NULL, OPT_PROVISION},
 	        {"probe", no_argument, NULL, OPT_PROBE},
+	        {"identity", no_argument, NULL, OPT_IDENTITY},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
 	        {0},
@@ -231,6 +238,8 @@ int main(int argc, char *argv[])
 			return provision_main();
 		case OPT_PROBE:
 			return probe_main();
+		case OPT_IDENTITY:
+			return identity_main();
 		case OPT_VERSION:
 			printf("slate-guest %s\n", PACKAGE_VERSION);
 			return fflush(stdout) == EOF ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -333,8 +333,7 @@ static int hexval(char c)
 	return -1;
 }
 
-/* Lowercase hex of exactly 2 * len digits into out. */
-static bool parse_hex(const char *s, uint8_t *outp, size_t len)
+bool parse_hex(const char *s, uint8_t *outp, size_t len)
 {
 	if (strlen(s) != 2 * len)
 		return false;

@@ -72,9 +72,7 @@ static int mkdir_parents(const char *path, uid_t uid, gid_t gid)
 	return 0;
 }
 
-/* Writes data to path through a temporary file and a rename, owned by uid:gid, with mode. */
-static int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid,
-                        gid_t gid)
+int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid, gid_t gid)
 {
 	char tmp[PATH_MAX];
 	int fd, r = 0;

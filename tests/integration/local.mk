@@ -57,3 +57,7 @@ integration_tests += tests/integration/remote-ssh.sh
 # probe, e2fsck-clean file systems.
 integration_tests += tests/integration/probe-guest.sh
 EXTRA_DIST += tests/integration/probe-guest.py
+
+# slate-guest --identity, the identity a guest restored from a snapshot gets (doc/guest-channel.md):
+# clock, hostname, machine id, RNG seed and the home mount, driven by hand through slate exec.
+integration_tests += tests/integration/identity-guest.sh
