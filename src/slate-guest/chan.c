@@ -14,11 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -40,9 +38,7 @@
 #define FREE_CHUNKS_MAX 48
 #define RETRY_DEVICE_MS 1000 /* looking for a channel device / vsock connection */
 #define RETRY_UNIX_MS 200    /* --channel SOCKET */
-/* virtio-serial: is the host end connected again? Looked at at once on SIGIO (see probe_host);
- * this is the fallback when no SIGIO comes. */
-#define PROBE_HOST_MS 100
+#define PROBE_HOST_MS 100    /* virtio-serial: is the host end connected again? */
 /* virtio-serial: when no host HELLO comes this long after the host end is connected (or after a
  * protocol error), we send ours: a restarted slate-guest finds the host's end still connected,
  * and slated only sends HELLO when it connects. Long enough that a connecting host's HELLO, sent
@@ -64,9 +60,6 @@ static struct {
 	struct gbuf in;
 	struct chunk *head, *tail;
 } ch = {.fd = -1};
-/* SIGIO (blocked) as an fd: virtio_console signals an O_ASYNC port's owner when the host end
- * connects or goes, which poll() cannot wait for (POLLHUP until then). -1: polling only. */
-static int sigio_fd = -1;
 
 size_t outq_bytes;
 static struct chunk *free_chunks;
@@ -443,13 +436,7 @@ static bool find_serial(char *path, size_t size)
 static int open_device(const char *path)
 {
 	int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	/* SIGIO to us when the host end connects; without it, probe_host's polling finds out. */
-	int fl = fcntl(fd, F_GETFL);
-	if (sigio_fd >= 0 && fl >= 0 && fcntl(fd, F_SETOWN, getpid()) == 0)
-		(void)fcntl(fd, F_SETFL, fl | O_ASYNC);
-	return fd;
+	return fd < 0 ? -errno : fd;
 }
 
 static void chan_connect(int64_t now)
@@ -517,7 +504,7 @@ static void chan_connect(int64_t now)
 }
 
 /* virtio-serial: POLLHUP while the host end is not connected, so it cannot be polled for: look
- * when SIGIO comes (sigio_event) and every PROBE_HOST_MS. Stale bytes in the port are dropped. */
+ * every PROBE_HOST_MS instead. Stale bytes in the port are dropped. */
 static void probe_host(int64_t now)
 {
 	struct pollfd p = {.fd = ch.fd, .events = POLLIN};
@@ -568,29 +555,9 @@ void chan_timers(int64_t now, int64_t *next)
 	}
 }
 
-static void sigio_event(void *ctx, short revents)
-{
-	struct signalfd_siginfo si[8];
-
-	(void)ctx;
-	(void)revents;
-	while (read(sigio_fd, si, sizeof(si)) > 0)
-		;
-	/* chan_timers, next in the loop, looks at the port now. */
-	ch.retry_at = now_ms();
-}
-
 void chan_init(const char *channel)
 {
-	sigset_t mask;
-
 	ch.opt_path = channel;
-	/* Blocked before any port is O_ASYNC: SIGIO's default action ends the process. Exec
-	 * sessions' children unblock every signal. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGIO);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) == 0)
-		sigio_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (gbuf_init(&ch.in, RBUF_CAP) < 0) {
 		guest_log("out of memory");
 		exit(EXIT_FAILURE);
@@ -1006,8 +973,6 @@ void chan_poll(void)
 {
 	short ev = 0;
 
-	if (ch.fd >= 0 && ch.kind == T_DEV && !ch.host_up && sigio_fd >= 0)
-		poll_add(sigio_fd, POLLIN, sigio_event, NULL);
 	if (ch.fd < 0 || (ch.kind == T_DEV && !ch.host_up))
 		return;
 	if (outq_bytes < CHAN_READ_LIMIT)

@@ -104,7 +104,7 @@ int gbuf_write(struct gbuf *b, int fd)
 
 /* ---- the poll table ---- */
 
-/* The channel, the SIGIO and SIGCHLD fds, two listeners and up to three fds per stream. */
+/* The channel, the SIGCHLD fd, two listeners and up to three fds per stream. */
 #define MAX_POLL (8 + 3 * 2 * CH_MAX_STREAMS)
 
 static struct pollfd pfds[MAX_POLL];
