@@ -190,3 +190,6 @@ bool parse_hex(const char *s, uint8_t *out, size_t len);
 /* slate-guest --identity: one line on stdin gives the guest its own RNG seed, clock, home mount,
  * hostname and machine id. Exit status: 0, 1 when a step failed, 2 on a malformed line. */
 int identity_main(void);
+/* Whether this runs in a slate guest: its channel device (virtio-serial port, or vsock with a
+ * guest CID) is there. */
+bool chan_in_guest(void);

@@ -327,6 +327,12 @@ int identity_main(void)
 		explicit_bzero(seed, sizeof(seed));
 		return fail(1, "%s", "must run as root");
 	}
+	/* It sets the clock, the hostname and the machine-id: never of a host it was run on by
+	 * mistake. A slate guest has slate's channel device. */
+	if (!chan_in_guest()) {
+		explicit_bzero(seed, sizeof(seed));
+		return fail(1, "%s", "not in a slate guest (no slate channel device): refusing");
+	}
 	/* First: nothing in this guest may draw from the base's RNG state after this point. */
 	r = seed_rng(seed);
 	explicit_bzero(seed, sizeof(seed));

@@ -786,12 +786,13 @@ void daemon_snapshot_sweep(struct daemon_ctx *d)
 
 /* ---- the guest takes on the workspace's identity ---- */
 
-int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
-                          struct slate_error *err)
+/* One try: 0, -EPROTO when slate-guest answered an error (trying again is no use), or another
+ * error (the session went: a guest agent that resynchronised its channel). */
+static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadline,
+                         struct slate_error *err)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_(exec_dialog_freep) struct exec_dialog *g = NULL;
-	int64_t deadline = time_mono_ms() + timeout_ms;
 	uint8_t seed[IDENTITY_SEED_LEN];
 	char hex[2 * IDENTITY_SEED_LEN + 1], line[512], reply[256];
 	struct timespec now;
@@ -799,10 +800,6 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 
 	if (!req)
 		return slate_error_errno(err, -ENOMEM, "identity");
-	r = channels_wait_ready(d->channels, name, timeout_ms);
-	if (r < 0)
-		return slate_error_set(err, r, "the guest agent did not connect within %u s",
-		                       timeout_ms / 1000);
 	req->args[req->n_args++] = (struct ex_str){"slate-guest", 11};
 	req->args[req->n_args++] = (struct ex_str){"--identity", 10};
 	req->user = (struct ex_str){"root", 4};
@@ -814,8 +811,8 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 	sodium_memzero(seed, sizeof(seed));
 	/* The time last, as late as can be: the guest sets its clock to it. */
 	(void)clock_gettime(CLOCK_REALTIME, &now);
-	n = snprintf(line, sizeof(line), "identity %s %lld %ld %s\n", name,
-	             (long long)now.tv_sec, now.tv_nsec, hex);
+	n = snprintf(line, sizeof(line), "identity %s %lld %ld %s\n", name, (long long)now.tv_sec,
+	             now.tv_nsec, hex);
 	sodium_memzero(hex, sizeof(hex));
 	r = exec_dialog_send(g, line, (size_t)n);
 	sodium_memzero(line, sizeof(line));
@@ -826,6 +823,30 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 		return slate_error_set(err, r, "slate-guest --identity gave no answer%s",
 		                       r == -EPIPE ? " (an image without it?)" : "");
 	if (!streq(reply, "ok"))
-		return slate_error_set(err, -EIO, "slate-guest --identity: %.200s", reply);
+		return slate_error_set(err, -EPROTO, "slate-guest --identity: %.200s", reply);
 	return 0;
+}
+
+int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
+                          struct slate_error *err)
+{
+	int64_t deadline = time_mono_ms() + timeout_ms;
+	int r;
+
+	for (;;) {
+		int64_t left = deadline - time_mono_ms();
+
+		r = channels_wait_ready(d->channels, name, left > 0 ? (unsigned)left : 1);
+		if (r < 0)
+			return slate_error_set(err, r,
+			                       "the guest agent did not connect within %u s",
+			                       timeout_ms / 1000);
+		r = identity_once(d, name, deadline, err);
+		/* A guest agent that restarts its session (it noticed the new host a second
+		 * time) takes the stream with it: once more, while there is time. */
+		if (r >= 0 || r == -EPROTO || r == -EPIPE || deadline - time_mono_ms() < 1000)
+			return r;
+		log_ws(LOG_DEBUG, name, "identity: %s; trying again", slate_error_text(err));
+		(void)usleep(200 * 1000);
+	}
 }
