@@ -532,8 +532,10 @@ static void chan_connect(int64_t now)
 	}
 }
 
+static void chan_process(void);
+
 /* virtio-serial: POLLHUP while the host end is not connected, so it cannot be polled for: look
- * every PROBE_HOST_MS instead. Stale bytes in the port are dropped. */
+ * every PROBE_HOST_MS instead. Bytes in the port are kept for chan_process. */
 static void probe_host(int64_t now)
 {
 	struct pollfd p = {.fd = ch.fd, .events = POLLIN};
@@ -547,11 +549,27 @@ static void probe_host(int64_t now)
 	if (!(p.revents & POLLHUP)) {
 		ch.host_up = true;
 		ch.hello_at = now + HELLO_WAIT_MS;
+		/* What came while the port still said POLLHUP: a host that connects writes its
+		 * HELLO at once, and the port may show the bytes before the connection (a restored
+		 * guest does, every time). Stale bytes of an earlier host go in chan_process, which
+		 * drops everything up to a HELLO outside a session. */
+		if (ch.in.len > 0)
+			chan_process();
 		return;
 	}
+	/* Kept, not dropped (above); bounded: more than a buffer full is an earlier host's. */
 	for (int i = 0; i < 64; i++) {
-		if (read(ch.fd, ch.in.p, ch.in.cap) <= 0)
+		size_t used = ch.in.off + ch.in.len;
+		ssize_t n;
+
+		if (used >= ch.in.cap) {
+			ch.in.off = ch.in.len = 0;
+			used = 0;
+		}
+		n = read(ch.fd, ch.in.p + used, ch.in.cap - used);
+		if (n <= 0)
 			break;
+		ch.in.len += (size_t)n;
 	}
 	ch.retry_at = now + PROBE_HOST_MS;
 }
