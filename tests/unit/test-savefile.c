@@ -9,7 +9,8 @@
  * another XML, aligned for FICLONERANGE (the offset, the room, the cookie and every stream byte
  * kept) or at the source's own offset (-E2BIG when the XML does not fit), from a stream already
  * aligned (cloned where the file system can, copied where it cannot: only the bytes are
- * checked).
+ * checked), into a file that is not empty, and an aligned rewrite that would exceed the data
+ * the parser takes.
  */
 
 #include <errno.h>
@@ -471,6 +472,78 @@ static void test_rewrite_aligned_source(void **state)
 	}
 }
 
+/* The output file need not be empty, nor its offset at 0: its old bytes are gone and the
+ * header is at the start. */
+static void test_rewrite_reused_file(void **state)
+{
+	struct image im = image_new(XML, COOKIE, 0, STREAM_LEN);
+	struct vm_save_image src = {0}, out = {0};
+	int in = file_with(im.p, im.len), fd;
+	uint8_t junk[8192];
+
+	(void)state;
+	memset(junk, 0xa5, sizeof(junk));
+	fd = file_with(junk, sizeof(junk));
+	assert_int_equal(lseek(fd, 0, SEEK_END), (off_t)sizeof(junk));
+	assert_int_equal(vm_save_read(in, &src), 0);
+	assert_int_equal(vm_save_rewrite(in, &src, NEW_XML, true, fd, NULL), 0);
+	assert_int_equal(vm_save_read(fd, &out), 0);
+	assert_string_equal(out.xml, NEW_XML);
+	assert_string_equal(out.cookie, COOKIE);
+	assert_stream(fd, &out, STREAM_LEN);
+	vm_save_image_done(&src);
+	vm_save_image_done(&out);
+	(void)close(in);
+	(void)close(fd);
+	free(im.p);
+}
+
+/* What an aligned rewrite writes, the parser takes: an XML close to VM_SAVE_DATA_MAX either
+ * fits with its room, or is refused with -E2BIG; never a file vm_save_read() refuses. */
+static void test_rewrite_limits(void **state)
+{
+	static const size_t lens[] = {
+	        VM_SAVE_DATA_MAX - VM_SAVE_ROOM - VM_SAVE_ALIGN - 200,
+	        VM_SAVE_DATA_MAX - VM_SAVE_ROOM - 200,
+	        VM_SAVE_DATA_MAX - 200,
+	        VM_SAVE_DATA_MAX - strlen(COOKIE) - 2,
+	        VM_SAVE_DATA_MAX,
+	};
+	struct image im = image_new(XML, COOKIE, 0, 4096);
+	struct vm_save_image src = {0}, out = {0};
+	int in = file_with(im.p, im.len);
+
+	(void)state;
+	assert_int_equal(vm_save_read(in, &src), 0);
+	for (size_t i = 0; i < ELEMENTSOF(lens); i++) {
+		_cleanup_free_ char *big = malloc(lens[i] + 1);
+		int fd = empty_file(), r;
+
+		assert_non_null(big);
+		memset(big, 'x', lens[i]);
+		big[lens[i]] = '\0';
+		r = vm_save_rewrite(in, &src, big, true, fd, NULL);
+		if (r == 0) {
+			r = vm_save_read(fd, &out);
+			if (r != 0)
+				fail_msg("an XML of %zu bytes: written, then refused (%d)", lens[i],
+				         r);
+			assert_int_equal(out.stream_off % VM_SAVE_ALIGN, 0);
+			assert_true(out.stream_off - VM_SAVE_HEADER_LEN - lens[i] >= VM_SAVE_ROOM);
+			assert_string_equal(out.cookie, COOKIE);
+			vm_save_image_done(&out);
+		} else {
+			/* Refused, and only when the room would not fit below VM_SAVE_DATA_MAX. */
+			assert_int_equal(r, -E2BIG);
+			assert_int_not_equal(i, 0);
+		}
+		(void)close(fd);
+	}
+	vm_save_image_done(&src);
+	(void)close(in);
+	free(im.p);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -486,9 +559,14 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_parse),        cmocka_unit_test(test_short),
-	        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_rewrite_align),
-	        cmocka_unit_test(test_rewrite_keep), cmocka_unit_test(test_rewrite_aligned_source),
+	        cmocka_unit_test(test_parse),
+	        cmocka_unit_test(test_short),
+	        cmocka_unit_test(test_refusals),
+	        cmocka_unit_test(test_rewrite_align),
+	        cmocka_unit_test(test_rewrite_keep),
+	        cmocka_unit_test(test_rewrite_aligned_source),
+	        cmocka_unit_test(test_rewrite_reused_file),
+	        cmocka_unit_test(test_rewrite_limits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
