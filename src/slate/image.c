@@ -260,10 +260,11 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 			if (errno || end == optarg || *end) {
 				uint64_t b;
 				if (size_parse(optarg, &b) < 0)
-					return slate_usage_error(ctx,
-					                         "image snapshot: --memory %s: MiB or "
-					                         "a size like 4G",
-					                         optarg);
+					return slate_usage_error(
+					        ctx,
+					        "image snapshot: --memory %s: MiB or "
+					        "a size like 4G",
+					        optarg);
 				v = b >> 20;
 			}
 			(void)json_add_int64(body, "memory_mib", (int64_t)v);
@@ -294,8 +295,7 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;
 	prog.start = time_mono_s();
-	if (api_client_call(client, "POST", path, body, snapshot_progress, &prog, &reply, &err) <
-	    0)
+	if (api_client_call(client, "POST", path, body, snapshot_progress, &prog, &reply, &err) < 0)
 		return slate_api_fail("image snapshot", &err);
 	json_object_object_del(reply, "type");
 	if (ctx->json)
@@ -326,10 +326,8 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 int cmd_image(struct slate_ctx *ctx, int argc, char **argv)
 {
 	static const struct slate_subcommand subs[] = {
-	        {"ls", image_ls_cmd},
-	        {"import", image_import},
-	        {"pull", image_pull_cmd},
-	        {"verify", image_verify_cmd},
+	        {"ls", image_ls_cmd},         {"import", image_import},
+	        {"pull", image_pull_cmd},     {"verify", image_verify_cmd},
 	        {"snapshot", image_snapshot},
 	};
 

@@ -132,12 +132,15 @@ int cmd_start(struct slate_ctx *ctx, int argc, char **argv)
 			break;
 		case 'h':
 		case OPT_HELP:
-			printf("Usage: slate start NAME [--reset-to-base|--as-is] [--cold] [--timeout "
+			printf("Usage: slate start NAME [--reset-to-base|--as-is] [--cold] "
+			       "[--timeout "
 			       "S]\n"
 			       "Boot the workspace; returns once the guest reports it is ready.\n"
-			       "A fresh workspace (created or reset, never started since) starts from\n"
+			       "A fresh workspace (created or reset, never started since) starts "
+			       "from\n"
 			       "its image's booted snapshot when there is one ('slate image ls').\n"
-			       "  --cold           boot it, even where a snapshot could be restored\n"
+			       "  --cold           boot it, even where a snapshot could be "
+			       "restored\n"
 			       "When the image changed since the workspace was cloned, say what to "
 			       "do:\n"
 			       "  --reset-to-base  a fresh system disk from the new base (home is "

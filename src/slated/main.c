@@ -79,10 +79,10 @@ static void usage(FILE *f)
 	        "      --libvirt-uri URI   libvirt connection (default qemu:///system)\n"
 	        "      --log-level LEVEL   err, warning, notice, info or debug (default info)\n"
 	        "      --helper-socket FILE  the socket of a slated-helper started separately\n"
-	        "      --boot-snapshots MODE  auto, use or off: fresh workspaces start from\n"
-	        "                          booted snapshots of their image (slate.conf(5))\n"
 	        "                          (systemd: slated-helper.socket); default: start one\n"
 	        "                          of its own, from beside slated or from %s\n"
+	        "      --boot-snapshots MODE  auto, use or off: fresh workspaces start from\n"
+	        "                          booted snapshots of their image (slate.conf(5))\n"
 	        "      --cleanup           serve nothing: unmount the state directory's storage\n"
 	        "                          pool and remove the runtime directory, when no\n"
 	        "                          slated and no domain uses them, and say what it did\n"
@@ -815,8 +815,8 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	ctx.limits = &limits;
-	if (snapshot_mode_parse(o.boot_snapshots ? o.boot_snapshots : "auto",
-	                        &ctx.boot_snapshots) < 0) {
+	if (snapshot_mode_parse(o.boot_snapshots ? o.boot_snapshots : "auto", &ctx.boot_snapshots) <
+	    0) {
 		log_error("boot-snapshots = %s: auto, use or off", o.boot_snapshots);
 		return EXIT_FAILURE;
 	}

@@ -3,8 +3,9 @@
 /*
  * The domain XML: built from the template (built-in and an override file), parsed back with
  * libxml2 and checked element by element; paths with quotes, ampersands and angle brackets come
- * back byte for byte; metadata round-trips; bad templates and configs are refused. Also the
- * console tail used in start errors.
+ * back byte for byte; metadata round-trips; bad templates and configs are refused; a restore's
+ * <genid/> and a live domain's id; the kernel command line. Also the console tail used in start
+ * errors.
  */
 
 #include <libxml/parser.h>
@@ -295,6 +296,8 @@ static void test_schema(void **state)
 	if (access(LIBVIRT_DOMAIN_RNG, R_OK) < 0)
 		skip();
 	assert_valid(&c);
+	c.genid = true;
+	assert_valid(&c);
 	c.shares = shares;
 	c.n_shares = 2;
 	assert_valid(&c);
@@ -371,6 +374,104 @@ static void test_override_template(void **state)
 	parsed_free(&p);
 }
 
+/* A VM generation ID for a restore from a booted snapshot: one <genid/> right after <uuid>,
+ * never a second one, and a template's own value kept. A live domain's id attribute (a save
+ * image's XML has one) is dropped. */
+static void test_genid_and_live_id(void **state)
+{
+	static const char tpl[] =
+	        "<domain type='qemu' id='7'><name>slate-base</name>"
+	        "<uuid>0b6f4d8e-6a51-4f0a-9d3e-2a7c8c1b2f11</uuid>%s<memory>1</memory>"
+	        "<os><type>hvm</type></os><devices>"
+	        "<disk type='file' device='disk'><target dev='vda' bus='virtio'/></disk>"
+	        "<disk type='file' device='disk'><target dev='vdb' bus='virtio'/></disk>"
+	        "</devices></domain>";
+	struct vm_config c = base_config();
+	_cleanup_free_ char *with_genid = NULL, *without = NULL;
+	char *xml = NULL;
+	struct parsed p;
+
+	(void)state;
+	/* The built-in template has none: added only when asked. */
+	build(&c, &p);
+	assert_int_equal(count(&p, "/domain/genid"), 0);
+	parsed_free(&p);
+	c.genid = true;
+	build(&c, &p);
+	assert_int_equal(count(&p, "/domain/genid"), 1);
+	assert_int_equal(count(&p, "//genid"), 1);
+	assert_xp(&p, "name(/domain/uuid/following-sibling::*[1])", "genid");
+	assert_xp(&p, "/domain/genid", ""); /* libvirt fills it in */
+	assert_int_equal(count(&p, "/domain/genid/node()"), 0);
+	assert_int_equal(count(&p, "/domain/@id"), 0);
+	parsed_free(&p);
+
+	/* A saved domain's XML: its id goes, its genid stays as it was. */
+	assert_true(asprintf(&with_genid, tpl,
+	                     "<genid>43dc0cf8-809b-4adb-9bea-a9abb5f3d90d</genid>") > 0);
+	assert_true(asprintf(&without, tpl, "") > 0);
+	assert_int_equal(vm_xml_build(with_genid, &c, &xml), 0);
+	parse(xml, &p);
+	free(xml);
+	assert_int_equal(count(&p, "//genid"), 1);
+	assert_xp(&p, "/domain/genid", "43dc0cf8-809b-4adb-9bea-a9abb5f3d90d");
+	assert_int_equal(count(&p, "/domain/@id"), 0);
+	assert_xp(&p, "/domain/@type", "qemu");
+	assert_xp(&p, "/domain/uuid", c.uuid);
+	assert_xp(&p, "/domain/name", "slate-ws1");
+	parsed_free(&p);
+
+	c.genid = false;
+	assert_int_equal(vm_xml_build(without, &c, &xml), 0);
+	parse(xml, &p);
+	free(xml);
+	assert_int_equal(count(&p, "//genid"), 0);
+	assert_int_equal(count(&p, "/domain/@id"), 0);
+	parsed_free(&p);
+	c.kvm = true;
+	c.genid = true;
+	assert_int_equal(vm_xml_build(without, &c, &xml), 0);
+	parse(xml, &p);
+	free(xml);
+	assert_int_equal(count(&p, "//genid"), 1);
+	assert_xp(&p, "name(/domain/uuid/following-sibling::*[1])", "genid");
+	assert_int_equal(count(&p, "/domain/@id"), 0);
+	assert_xp(&p, "/domain/@type", "kvm");
+	parsed_free(&p);
+	/* Built again from its own output: still one. */
+	assert_int_equal(vm_xml_build(with_genid, &c, &xml), 0);
+	{
+		_cleanup_free_ char *again = NULL;
+		assert_int_equal(vm_xml_build(xml, &c, &again), 0);
+		free(xml);
+		parse(again, &p);
+	}
+	assert_int_equal(count(&p, "//genid"), 1);
+	assert_xp(&p, "/domain/genid", "43dc0cf8-809b-4adb-9bea-a9abb5f3d90d");
+	parsed_free(&p);
+}
+
+/* The kernel command line of a direct kernel boot. */
+static void test_kernel_cmdline(void **state)
+{
+	static const struct {
+		const char *image, *want;
+	} cases[] = {
+	        {NULL, "console=ttyS0 root=/dev/vda rw"},
+	        {"", "console=ttyS0 root=/dev/vda rw"},
+	        {"console=ttyS0 quiet", "console=ttyS0 quiet root=/dev/vda rw"},
+	        {"root=/dev/vdz ro console=hvc0", "root=/dev/vdz ro console=hvc0"},
+	        {"quiet root=LABEL=x", "quiet root=LABEL=x"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		_cleanup_free_ char *got = vm_kernel_cmdline(cases[i].image);
+		assert_non_null(got);
+		assert_string_equal(got, cases[i].want);
+	}
+}
+
 static void test_refusals(void **state)
 {
 	struct vm_config c = base_config();
@@ -421,6 +522,8 @@ int main(void)
 	        cmocka_unit_test(test_schema),
 	        cmocka_unit_test(test_metadata_roundtrip),
 	        cmocka_unit_test(test_override_template),
+	        cmocka_unit_test(test_genid_and_live_id),
+	        cmocka_unit_test(test_kernel_cmdline),
 	        cmocka_unit_test(test_refusals),
 	        cmocka_unit_test(test_console_tail),
 	};

@@ -66,11 +66,10 @@ static bool stream_gone(void *userdata)
 static int start_stream(struct api_stream *s, void *arg)
 {
 	struct vm_op *op = arg;
-	struct daemon_start_opts o = {
-	        .reset_to_base = op->reset_to_base,
-	        .as_is = op->as_is,
-	        .timeout_s = op->timeout_s,
-	        .cold = op->cold};
+	struct daemon_start_opts o = {.reset_to_base = op->reset_to_base,
+	                              .as_is = op->as_is,
+	                              .timeout_s = op->timeout_s,
+	                              .cold = op->cold};
 	struct daemon_started st;
 	struct slate_error err = {0};
 	struct json_object *res;

@@ -8,8 +8,8 @@
  * may see what, calls one operation and renders its result or error.
  */
 
-#include <time.h>
 #include "daemon/snapshot.h"
+#include <time.h>
 
 struct storage;
 struct workspace_store;

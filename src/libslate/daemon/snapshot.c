@@ -253,9 +253,9 @@ static int random_uuid(char out[37])
 	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
 	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
 	(void)snprintf(out, 37,
-	               "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-	               b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-	               b[12], b[13], b[14], b[15]);
+	               "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+	               b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+	               b[13], b[14], b[15]);
 	return 0;
 }
 
@@ -305,7 +305,8 @@ static int make_stage(struct snap_make *m, struct slate_error *err)
 	(void)storage_delete_dir(d->storage, m->snap_fd, m->tmp_name);
 	if (mkdirat(m->snap_fd, m->tmp_name, 0711) < 0)
 		return slate_error_errno(err, -errno, "making the staging directory");
-	m->tmp_fd = openat(m->snap_fd, m->tmp_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	m->tmp_fd =
+	        openat(m->snap_fd, m->tmp_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (m->tmp_fd < 0)
 		return slate_error_errno(err, -errno, "opening the staging directory");
 	m->tmp_path = snap_path(d, m->s.img->id, m->tmp_name, NULL);
@@ -483,7 +484,8 @@ int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t me
 		                       "this host gives guests a vsock channel: starts from booted "
 		                       "snapshots use the virtio-serial channel only");
 	if (memory_mib < 128 || cpus == 0)
-		return slate_error_set(err, -EINVAL, "a snapshot needs at least 128 MiB and 1 vCPU");
+		return slate_error_set(err, -EINVAL,
+		                       "a snapshot needs at least 128 MiB and 1 vCPU");
 	r = snap_ctx_init(d, image_id, memory_mib, cpus, &m.s, err);
 	if (r < 0)
 		return r;
@@ -554,8 +556,8 @@ static void *later_thread(void *arg)
 	struct slate_error err = {0};
 	struct snapshot_made made;
 
-	if (daemon_snapshot_make(l->d, l->image, l->memory_mib, l->cpus, NULL, NULL, &made,
-	                         &err) < 0 &&
+	if (daemon_snapshot_make(l->d, l->image, l->memory_mib, l->cpus, NULL, NULL, &made, &err) <
+	            0 &&
 	    err.code != -EBUSY)
 		log_notice("no booted snapshot of image %s (%" PRIu64 " MiB, %u vCPU): %s",
 		           l->image, l->memory_mib, l->cpus, slate_error_text(&err));

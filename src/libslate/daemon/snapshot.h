@@ -39,10 +39,10 @@ const char *snapshot_mode_name(enum snapshot_mode m);
 
 struct snapshot_made {
 	char key[SNAPSHOT_KEY_LEN + 1];
-	bool existed;    /* it was there already: nothing was made */
-	double boot_s;   /* booting the base to its ready line */
-	double save_s;   /* saving its state */
-	double total_s;  /* the whole job */
+	bool existed;   /* it was there already: nothing was made */
+	double boot_s;  /* booting the base to its ready line */
+	double save_s;  /* saving its state */
+	double total_s; /* the whole job */
 	uint64_t state_bytes;
 };
 
@@ -85,8 +85,8 @@ struct vm_config;
 struct image_info;
 int daemon_snapshot_prepare(struct daemon_ctx *d, const struct image_info *img,
                             const struct vm_config *c, const char *template_text,
-                            const char *save_path, char **ret_xml, char ret_key[SNAPSHOT_KEY_LEN + 1],
-                            struct slate_error *err);
+                            const char *save_path, char **ret_xml,
+                            char ret_key[SNAPSHOT_KEY_LEN + 1], struct slate_error *err);
 
 /*
  * slate-guest --identity in the workspace's guest: host entropy into its RNG, the host's time,

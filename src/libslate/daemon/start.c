@@ -573,8 +573,10 @@ static int start_repristine(struct start_run *st)
 		return -errno;
 	r = workspace_prepare(st->d->workspaces, st->name);
 	if (r < 0)
-		return slate_error_set(st->s->err, r, "start %s: a fresh disk after the failed "
-		                       "restore: %s", st->name, slate_strerror(r));
+		return slate_error_set(st->s->err, r,
+		                       "start %s: a fresh disk after the failed "
+		                       "restore: %s",
+		                       st->name, slate_strerror(r));
 	return 0;
 }
 
@@ -604,8 +606,7 @@ static int start_restore(struct start_run *st)
 	save = fs_path_join(st->p.ws_dir, "restore.sav");
 	if (!save || stat(st->p.home, &hs) < 0)
 		return -ENOMEM;
-	r = daemon_snapshot_prepare(d, st->img, &st->c, st->template, save, &xml, st->snapshot,
-	                            &e);
+	r = daemon_snapshot_prepare(d, st->img, &st->c, st->template, save, &xml, st->snapshot, &e);
 	if (r == -ENOENT) {
 		log_ws(LOG_DEBUG, name, "start %s: no booted snapshot %s yet: booting", name,
 		       st->snapshot);
@@ -632,8 +633,10 @@ static int start_restore(struct start_run *st)
 	start_progress("identity", "entropy, clock, home, hostname, machine-id", st->s);
 	r = daemon_guest_identity(d, name, RESTORE_IDENTITY_TIMEOUT_S * 1000, &e);
 	if (r < 0) {
-		log_ws(LOG_NOTICE, name, "start %s: booting cold: the guest restored from snapshot %s "
-		       "did not take its identity: %s", name, st->snapshot, why_failed(&e, r));
+		log_ws(LOG_NOTICE, name,
+		       "start %s: booting cold: the guest restored from snapshot %s "
+		       "did not take its identity: %s",
+		       name, st->snapshot, why_failed(&e, r));
 		start_undo(d, name, "no identity");
 		if (d->channels)
 			channels_detach(d->channels, name);

@@ -352,13 +352,14 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	/* Persistent, as a booted workspace's domain is: stop, suspend and the sweeps expect it. */
 	def = virDomainDefineXMLFlags(conn, xml, 0);
 	if (!def) {
-		(void)slate_error_set(err, -EIO, "libvirt refused the restored domain's definition: %s",
+		(void)slate_error_set(err, -EIO,
+		                      "libvirt refused the restored domain's definition: %s",
 		                      vm_last_error());
 		destroy_and_forget(dom);
 		return -EIO;
 	}
-	if (home_bytes && virDomainBlockResize(dom, "vdb", home_bytes,
-	                                       VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
+	if (home_bytes &&
+	    virDomainBlockResize(dom, "vdb", home_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
 		(void)slate_error_set(err, -EIO, "cannot give the guest its home's size: %s",
 		                      vm_last_error());
 		destroy_and_forget(dom);

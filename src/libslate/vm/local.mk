@@ -49,3 +49,20 @@ EXTRA_DIST += tests/integration/snapshot.sh
 
 # Shares: the path walk that refuses symlinks and owner changes, and virtiofsd as the owner.
 unit_programs += tests/unit/test-virtiofs
+
+# libvirt's save image (starts from a booted snapshot): synthetic images parsed, refused and
+# rewritten (aligned and in place, the stream bytes compared).
+unit_programs += tests/unit/test-savefile
+
+# Its libFuzzer target (the parser and the rewrite's round trip) and the corpus replayed as a
+# unit test. tests/fuzz/savefile-seeds.py made the seeds.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-savefile
+tests_fuzz_fuzz_savefile_SOURCES = tests/fuzz/fuzz-savefile.c src/libslate/vm/savefile.c
+tests_fuzz_fuzz_savefile_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_savefile_LDFLAGS = $(FUZZ_FLAGS)
+tests_fuzz_fuzz_savefile_LDADD = $(LIBSLATE_LIBS)
+endif
+unit_programs += tests/unit/test-fuzz-corpus-savefile
+tests_unit_test_fuzz_corpus_savefile_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-savefile.c
+EXTRA_DIST += tests/fuzz/savefile-seeds.py

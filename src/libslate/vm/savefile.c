@@ -121,8 +121,7 @@ static int copy_range(int in, uint64_t off, uint64_t end, int out, uint64_t out_
 	loff_t i = (loff_t)off, o = (loff_t)out_off;
 
 	while ((uint64_t)i < end) {
-		ssize_t n = copy_file_range(in, &i, out, &o, chunk(end - (uint64_t)i),
-		                            0);
+		ssize_t n = copy_file_range(in, &i, out, &o, chunk(end - (uint64_t)i), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -152,7 +151,9 @@ int vm_save_rewrite(int src_fd, const struct vm_save_image *src, const char *xml
 		stream_off = src->stream_off;
 	}
 	data_len = stream_off - VM_SAVE_HEADER_LEN;
-	if (used > data_len || data_len > VM_SAVE_DATA_MAX + VM_SAVE_ROOM + VM_SAVE_ALIGN)
+	/* Never more data than vm_save_parse() takes back: an XML near VM_SAVE_DATA_MAX leaves
+	 * no room for the alignment. */
+	if (used > data_len || data_len > VM_SAVE_DATA_MAX)
 		return -E2BIG;
 	head = calloc(1, (size_t)stream_off);
 	if (!head)
@@ -166,7 +167,9 @@ int vm_save_rewrite(int src_fd, const struct vm_save_image *src, const char *xml
 	memcpy(head + VM_SAVE_HEADER_LEN, xml, xml_len);
 	if (src->cookie)
 		memcpy(head + VM_SAVE_HEADER_LEN + xml_len + 1, src->cookie, cookie_len);
-	if (ftruncate(out_fd, 0) < 0)
+	/* write() goes where the fd's offset is: a reused fd would leave a hole before the
+	 * header. */
+	if (ftruncate(out_fd, 0) < 0 || lseek(out_fd, 0, SEEK_SET) < 0)
 		return -errno;
 	r = fs_write_all(out_fd, head, (size_t)stream_off);
 	if (r < 0)
@@ -182,7 +185,8 @@ int vm_save_rewrite(int src_fd, const struct vm_save_image *src, const char *xml
 		if (!cloned && errno == EINVAL && src->size % VM_SAVE_ALIGN != 0) {
 			uint64_t whole = src->size / VM_SAVE_ALIGN * VM_SAVE_ALIGN;
 			fcr.src_length = whole - src->stream_off;
-			cloned = whole > src->stream_off && ioctl(out_fd, FICLONERANGE, &fcr) == 0 &&
+			cloned = whole > src->stream_off &&
+			         ioctl(out_fd, FICLONERANGE, &fcr) == 0 &&
 			         copy_range(src_fd, whole, src->size, out_fd, whole) == 0;
 		}
 	}

@@ -42,12 +42,13 @@ int vm_save_read(int fd, struct vm_save_image *ret);
 void vm_save_image_done(struct vm_save_image *img);
 
 /*
- * Writes to out_fd (an empty file) a save image whose domain XML is xml and whose stream is
- * src's (src_fd, parsed as src). With align, the stream starts at the next multiple of
- * VM_SAVE_ALIGN after the XML and VM_SAVE_ROOM of room; without, at src's own offset (-E2BIG
- * when xml does not fit there). The stream is cloned (FICLONERANGE) when both files are on one
- * file system that can and the offsets are equal and aligned, else copied (copy_file_range);
- * *ret_cloned (may be NULL) says which. Returns 0 or -errno.
+ * Writes to out_fd (truncated first, written from offset 0) a save image whose domain XML is xml
+ * and whose stream is src's (src_fd, parsed as src). With align, the stream starts at the next
+ * multiple of VM_SAVE_ALIGN after the XML and VM_SAVE_ROOM of room (-E2BIG when that data would
+ * exceed VM_SAVE_DATA_MAX); without, at src's own offset (-E2BIG when xml does not fit there).
+ * The stream is cloned (FICLONERANGE) when both files are on one file system that can and the
+ * offsets are equal and aligned, else copied (copy_file_range); *ret_cloned (may be NULL) says
+ * which. Returns 0 or -errno.
  */
 int vm_save_rewrite(int src_fd, const struct vm_save_image *src, const char *xml, bool align,
                     int out_fd, bool *ret_cloned);

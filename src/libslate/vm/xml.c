@@ -337,7 +337,8 @@ int vm_xml_build(const char *template_text, const struct vm_config *c, char **re
 	/* A live domain's XML (a save image's, which a restore starts from) has its run's id. */
 	(void)xmlUnsetProp(root, BAD_CAST "id");
 	if (c->genid && !child(root, "genid")) {
-		xmlNodePtr uuid = ensure_child(root, "uuid"), g = xmlNewNode(NULL, BAD_CAST "genid");
+		xmlNodePtr uuid = ensure_child(root, "uuid"),
+		           g = xmlNewNode(NULL, BAD_CAST "genid");
 		if (!uuid || !g || !xmlAddNextSibling(uuid, g))
 			return -ENOMEM;
 	}
