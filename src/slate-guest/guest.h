@@ -171,6 +171,10 @@ int user_groups(const struct guest_user *u, gid_t *groups, int max);
 /* Writes data to path through a temporary file (path.slate-tmp) and a rename, owned by uid:gid,
  * with mode; creates the directories above it. 0 or -errno. */
 int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid, gid_t gid);
+/* The same without the fsync: for files a crash may leave old (the identity's, written while a
+ * start waits; the kernel writes them back within seconds). */
+int write_atomic_nosync(const char *path, const void *data, size_t len, mode_t mode, uid_t uid,
+                        gid_t gid);
 
 /* slate-guest --provision: reads the host's provisioning request on stdin. Exit status. */
 int provision_main(void);

@@ -72,7 +72,8 @@ static int mkdir_parents(const char *path, uid_t uid, gid_t gid)
 	return 0;
 }
 
-int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid, gid_t gid)
+static int write_replace(const char *path, const void *data, size_t len, mode_t mode, uid_t uid,
+                         gid_t gid, bool sync)
 {
 	char tmp[PATH_MAX];
 	int fd, r = 0;
@@ -96,7 +97,8 @@ int write_atomic(const char *path, const void *data, size_t len, mode_t mode, ui
 		}
 		off += (size_t)w;
 	}
-	if (r == 0 && (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0 || fsync(fd) < 0))
+	if (r == 0 &&
+	    (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0 || (sync && fsync(fd) < 0)))
 		r = -errno;
 	(void)close(fd);
 	if (r == 0 && rename(tmp, path) < 0)
@@ -104,6 +106,17 @@ int write_atomic(const char *path, const void *data, size_t len, mode_t mode, ui
 	if (r < 0)
 		(void)unlink(tmp);
 	return r;
+}
+
+int write_atomic(const char *path, const void *data, size_t len, mode_t mode, uid_t uid, gid_t gid)
+{
+	return write_replace(path, data, len, mode, uid, gid, true);
+}
+
+int write_atomic_nosync(const char *path, const void *data, size_t len, mode_t mode, uid_t uid,
+                        gid_t gid)
+{
+	return write_replace(path, data, len, mode, uid, gid, false);
 }
 
 /* Reads a line (without its newline) into line; 0 at EOF, -1 on an over-long line. */

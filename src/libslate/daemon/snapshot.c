@@ -824,15 +824,17 @@ static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadlin
 	if (r < 0)
 		return slate_error_set(err, r, "slate-guest --identity gave no answer%s",
 		                       r == -EPIPE ? " (an image without it?)" : "");
-	if (!streq(reply, "ok"))
+	/* "ok", with what the guest says its steps took. */
+	if (strncmp(reply, "ok", 2) != 0 || (reply[2] != '\0' && reply[2] != ' '))
 		return slate_error_set(err, -EPROTO, "slate-guest --identity: %.200s", reply);
+	log_ws(LOG_DEBUG, name, "identity: %.200s", reply);
 	return 0;
 }
 
 int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeout_ms,
                           struct slate_error *err)
 {
-	int64_t deadline = time_mono_ms() + timeout_ms;
+	int64_t t0 = time_mono_ms(), deadline = t0 + timeout_ms, t_ready;
 	int r;
 
 	for (;;) {
@@ -843,7 +845,10 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 			return slate_error_set(err, r,
 			                       "the guest agent did not connect within %u s",
 			                       timeout_ms / 1000);
+		t_ready = time_mono_ms();
 		r = identity_once(d, name, deadline, err);
+		log_ws(LOG_DEBUG, name, "identity: agent ready after %lld ms, answered in %lld ms",
+		       (long long)(t_ready - t0), (long long)(time_mono_ms() - t_ready));
 		/* A guest agent that restarts its session (it noticed the new host a second
 		 * time) takes the stream with it: once more, while there is time. */
 		if (r >= 0 || r == -EPROTO || r == -EPIPE || deadline - time_mono_ms() < 1000)
