@@ -188,6 +188,8 @@ int provision_main(void);
 int probe_main(void);
 /* Exactly 2 * len lower-case hex digits into out. */
 bool parse_hex(const char *s, uint8_t *out, size_t len);
+/* A decimal number: digits only, no leading zero, at most max. */
+bool parse_dec(const char *s, uint64_t max, uint64_t *ret);
 
 /* ---- identity after a snapshot restore (identity.c) ---- */
 

@@ -67,25 +67,6 @@ static bool valid_hostname(const char *s)
 	return true;
 }
 
-/* Decimal digits only, no leading zero, at most max. */
-static bool parse_dec(const char *s, uint64_t max, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	if (!*s || (s[0] == '0' && s[1]))
-		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		unsigned d = (unsigned)(*s - '0');
-		if (v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*ret = v;
-	return true;
-}
-
 /* Reads and parses the one line. NULL, or why it is malformed. */
 static const char *read_request(char *name, struct timespec *ts, uint8_t *seed)
 {

@@ -12,3 +12,7 @@ slate_guest_CFLAGS = $(BASE_CFLAGS) -ffile-prefix-map=$(abs_top_srcdir)=. \
 slate_guest_CPPFLAGS = -include $(top_builddir)/config.h -I$(top_srcdir)/src/libslate/channel
 slate_guest_LDFLAGS = -all-static
 slate_guest_LDADD =
+
+# slate-guest --identity refuses to run outside a slate guest (doc/security.md).
+unit_tests += tests/unit/identity-host.test
+EXTRA_DIST += tests/unit/identity-host.test

@@ -292,8 +292,7 @@ static int split(char *line, char **tok, int max)
 	}
 }
 
-/* A decimal number: digits only, no leading zero, no overflow. */
-static bool parse_u64(const char *s, uint64_t *ret)
+bool parse_dec(const char *s, uint64_t max, uint64_t *ret)
 {
 	uint64_t v = 0;
 
@@ -303,7 +302,7 @@ static bool parse_u64(const char *s, uint64_t *ret)
 		if (*s < '0' || *s > '9')
 			return false;
 		unsigned d = (unsigned)(*s - '0');
-		if (v > (UINT64_MAX - d) / 10)
+		if (v > (max - d) / 10)
 			return false;
 		v = v * 10 + d;
 	}
@@ -391,7 +390,7 @@ static int sys_u64(const char *dir, const char *file, uint64_t *ret)
 	int r = read_small(path, buf, sizeof(buf));
 	if (r < 0)
 		return r;
-	return parse_u64(buf, ret) ? 0 : -EINVAL;
+	return parse_dec(buf, UINT64_MAX, ret) ? 0 : -EINVAL;
 }
 
 static int sys_dev(const char *dir, dev_t *ret)
@@ -1075,7 +1074,7 @@ static int do_region(char **tok, const char **why)
 		*why = "region on a device not named before scan";
 		return -1;
 	}
-	if (!parse_u64(tok[2], &off)) {
+	if (!parse_dec(tok[2], UINT64_MAX, &off)) {
 		*why = "bad region offset";
 		return -1;
 	}
@@ -1186,7 +1185,7 @@ int probe_main(void)
 			uint64_t size;
 			if (!valid_name(tok[1]))
 				return malformed("bad device name");
-			if (!parse_u64(tok[2], &size))
+			if (!parse_dec(tok[2], UINT64_MAX, &size))
 				return malformed("bad device size");
 			if (find_dev(tok[1]))
 				return malformed("device named twice");

@@ -44,7 +44,10 @@ run_ok() {
 
 s exec $ws -- sh -c 'echo "written before $$" >~/kept; sync'
 kept=$(s exec $ws -- cat /home/slate/kept)
-[ "$(root 'cat /etc/machine-id')" = "" ] || fail "the test image's /etc/machine-id is not empty"
+# The first start of a fresh disk ran the identity step already (doc/vm.md): the test image's
+# empty machine-id is replaced and the hostname is the workspace's.
+grep -Eqx '[0-9a-f]{32}' <(root 'cat /etc/machine-id') || fail "the start gave no machine-id"
+[ "$(root hostname)" = "$ws" ] || fail "the start did not set the hostname: $(root hostname)"
 urandom() { root 'head -c 32 /dev/urandom | od -An -tx1'; }
 rand_before=$(urandom)
 

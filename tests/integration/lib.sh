@@ -527,4 +527,22 @@ s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 import_test_image() {
     s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
         --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" "$@" >/dev/null
+    # SLATE_TEST_SNAPSHOTS="MEMxCPUS ...": booted snapshots of those shapes, made now, so that
+    # every fresh workspace of those shapes starts by restoring one (tests/integration/restored-*).
+    local shape
+    for shape in ${SLATE_TEST_SNAPSHOTS:-}; do
+        s image snapshot test --memory "${shape%x*}" --cpus "${shape#*x}" >/dev/null 2>&1 ||
+            fail "image snapshot $shape failed"
+    done
+}
+
+# restored_check: fails unless slated restored at least one workspace from a booted snapshot and
+# fell back to a cold boot nowhere (for the tests run with SLATE_TEST_SNAPSHOTS; later starts of
+# a used disk boot, as they should).
+restored_check() {
+    grep -q "restored slate-.* from booted snapshot" "$work/slated.log" ||
+        fail "no workspace was restored from a booted snapshot"
+    if grep -E "booting cold" "$work/slated.log" >&2; then
+        fail "a workspace booted cold where it should have restored"
+    fi
 }

@@ -9,8 +9,9 @@
 #   /dev/urandom, machine-id and boot_id differ right after start, each has its own hostname,
 #   the host's time, and its own home (mounted, its real size);
 # * what a cold boot gives holds after a restore: the proven-boot checkpoint, a home that
-#   survives stop/start (the second start boots: the disk is no longer fresh), reset (the next
-#   start restores again), and `slate probe` finds no foreign bytes;
+#   survives stop/start (the second start boots: the disk is no longer fresh), reset and wipe
+#   (the next start restores again; wipe's home is new), and `slate probe` finds no foreign
+#   bytes;
 # * --cold boots; a shape without a snapshot boots; a broken snapshot boots (one log line why);
 # * boot-snapshots = auto makes the missing snapshot in the background after a cold start, and
 #   the next fresh workspace restores it; a new image version drops the old snapshots.
@@ -116,6 +117,12 @@ s reset "$wa" --yes >/dev/null
 startj "$wa"
 [ "$(restored "$wa")" = true ] || fail "a reset workspace did not restore"
 [ "$(s exec "$wa" -- cat /home/slate/note)" = kept ] || fail "reset lost the home"
+s stop --force "$wa" >/dev/null
+s wipe "$wa" --yes >/dev/null
+startj "$wa"
+[ "$(restored "$wa")" = true ] || fail "a wiped workspace did not restore"
+if s exec "$wa" -- test -e /home/slate/note; then fail "wipe kept the home"; fi
+[ "$(s exec "$wa" -- hostname)" = "$wa" ] || fail "the wiped workspace lost its identity"
 s probe "$wb" --regions 32 >"$work/probe.out" 2>&1 || {
     cat "$work/probe.out"
     fail "the probe of a restored workspace is not clean"

@@ -439,6 +439,40 @@ static int make_save(struct snap_make *m, vm_progress_fn progress, void *userdat
 	return 0;
 }
 
+/*
+ * The snapshots of the same shape made before (another key: a QEMU, libvirt, template or slate
+ * upgrade since) can never be used again: they go, so that each shape keeps one.
+ */
+static void prune_shape(struct snap_make *m)
+{
+	_cleanup_(closedirp) DIR *dp = fdopendir(fcntl(m->snap_fd, F_DUPFD_CLOEXEC, 3));
+	struct dirent *de;
+
+	while (dp && (de = readdir(dp))) {
+		_cleanup_(buf_freep) struct buf *b = NULL;
+		_cleanup_json_ struct json_object *o = NULL;
+		_cleanup_close_ int fd = -1;
+		int64_t mem = 0, cpus = 0;
+
+		if (de->d_name[0] == '.' || strlen(de->d_name) != SNAPSHOT_KEY_LEN ||
+		    streq(de->d_name, m->s.key))
+			continue;
+		fd = openat(m->snap_fd, de->d_name,
+		            O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 || fs_read_file_at(fd, SNAP_META, SNAP_META_MAX, &b) < 0 ||
+		    json_parse_object((const char *)buf_ptr(b), buf_len(b), SNAP_META_MAX, &o) <
+		            0 ||
+		    json_get_int64(o, "memory_mib", &mem) < 0 ||
+		    json_get_int64(o, "cpus", &cpus) < 0)
+			continue;
+		if ((uint64_t)mem != m->s.sh.memory_mib || (unsigned)cpus != m->s.sh.cpus)
+			continue;
+		log_info("removing booted snapshot %s of image %s: %s replaces it", de->d_name,
+		         m->s.img->id, m->s.key);
+		(void)storage_delete_dir(m->s.d->storage, m->snap_fd, de->d_name);
+	}
+}
+
 static int make_install(struct snap_make *m, const struct snapshot_made *made,
                         struct slate_error *err)
 {
@@ -466,6 +500,7 @@ static int make_install(struct snap_make *m, const struct snapshot_made *made,
 		return slate_error_errno(err, -errno, "installing the snapshot");
 	m->installed = true;
 	(void)fs_fsync_dir(m->snap_fd);
+	prune_shape(m);
 	return 0;
 }
 

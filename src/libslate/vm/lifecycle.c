@@ -162,6 +162,21 @@ static int drop_stale(virConnectPtr conn, const struct vm_config *c, struct slat
 	return 0;
 }
 
+/* drop_stale(), then the state of the workspace's domain. */
+static int stale_and_state(virConnectPtr conn, const struct vm_config *c, enum vm_state *ret,
+                           struct slate_error *err)
+{
+	int r = drop_stale(conn, c, err);
+
+	if (r < 0)
+		return r;
+	r = vm_workspace_state(conn, c->workspace, ret);
+	if (r < 0)
+		return slate_error_set(err, r, "cannot ask libvirt about %s: %s", c->domain_name,
+		                       vm_last_error());
+	return 0;
+}
+
 static int define(virConnectPtr conn, const char *template_text, const struct vm_config *c,
                   virDomainPtr *ret, struct slate_error *err)
 {
@@ -234,13 +249,9 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 
 	if (timeout_s == 0)
 		timeout_s = VM_DEFAULT_BOOT_TIMEOUT_S;
-	r = drop_stale(conn, c, err);
+	r = stale_and_state(conn, c, &state, err);
 	if (r < 0)
 		return r;
-	r = vm_workspace_state(conn, c->workspace, &state);
-	if (r < 0)
-		return slate_error_set(err, r, "cannot ask libvirt about %s: %s", c->domain_name,
-		                       vm_last_error());
 	if (state == VM_STATE_RUNNING || state == VM_STATE_PAUSED) {
 		res.already_running = true;
 		*ret = res;
@@ -323,13 +334,9 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	double t0;
 	int r;
 
-	r = drop_stale(conn, c, err);
+	r = stale_and_state(conn, c, &state, err);
 	if (r < 0)
 		return r;
-	r = vm_workspace_state(conn, c->workspace, &state);
-	if (r < 0)
-		return slate_error_set(err, r, "cannot ask libvirt about %s: %s", c->domain_name,
-		                       vm_last_error());
 	if (state != VM_STATE_UNDEFINED && state != VM_STATE_STOPPED)
 		return slate_error_set(err, -EEXIST, "%s is %s: not restoring over it",
 		                       c->domain_name, vm_state_name(state));

@@ -46,6 +46,9 @@ EXTRA_DIST += tests/integration/vm.sh
 # boot-snapshots = auto (daemon/snapshot.c, vm/savefile.c).
 integration_tests += tests/integration/snapshot.sh
 EXTRA_DIST += tests/integration/snapshot.sh
+# An existing test, unchanged, with its workspace restored instead of booted.
+integration_tests += tests/integration/restored-secrets-guest.sh
+EXTRA_DIST += tests/integration/restored-secrets-guest.sh
 
 # Shares: the path walk that refuses symlinks and owner changes, and virtiofsd as the owner.
 unit_programs += tests/unit/test-virtiofs
