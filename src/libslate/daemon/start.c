@@ -580,6 +580,16 @@ static int start_repristine(struct start_run *st)
 	return 0;
 }
 
+/* The restored domain has not run yet: its channel is attached now, so that slated's HELLO
+ * waits in the port for the guest's first look. */
+static void restore_attach(void *userdata)
+{
+	struct start_run *st = userdata;
+
+	if (st->d->channels)
+		(void)channels_attach(st->d->channels, st->name, st->p.sock);
+}
+
 /*
  * A fresh workspace starts from its image's booted snapshot when there is one (daemon/snapshot.h):
  * 1 when restored, 0 when it must boot (why logged once), < 0 on an error that stops the start.
@@ -618,7 +628,8 @@ static int start_restore(struct start_run *st)
 		return 0;
 	}
 	start_progress("restoring", "the image's booted snapshot", st->s);
-	r = vm_restore(st->conn, &st->c, save, xml, (uint64_t)hs.st_size, &st->br, &e);
+	r = vm_restore(st->conn, &st->c, save, xml, (uint64_t)hs.st_size, restore_attach, st,
+	               &st->br, &e);
 	(void)unlink(save);
 	if (r < 0) {
 		log_ws(LOG_NOTICE, name, "start %s: booting cold: restoring snapshot %s failed: %s",
@@ -627,9 +638,8 @@ static int start_restore(struct start_run *st)
 		return r < 0 ? r : 0;
 	}
 	/* The guest has the snapshot's identity (and no home) until slate-guest takes the
-	 * workspace's; one that cannot goes, and the workspace boots instead. */
-	if (d->channels)
-		(void)channels_attach(d->channels, name, st->p.sock);
+	 * workspace's; one that cannot goes, and the workspace boots instead. (The channel was
+	 * attached while the domain was paused: restore_attach.) */
 	start_progress("identity", "entropy, clock, home, hostname, machine-id", st->s);
 	r = daemon_guest_identity(d, name, RESTORE_IDENTITY_TIMEOUT_S * 1000, &e);
 	if (r < 0) {

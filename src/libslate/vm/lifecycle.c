@@ -325,8 +325,8 @@ int vm_boot(virConnectPtr conn, const char *template_text, const struct vm_confi
 }
 
 int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_path,
-               const char *xml, uint64_t home_bytes, struct vm_boot_result *ret,
-               struct slate_error *err)
+               const char *xml, uint64_t home_bytes, void (*paused)(void *userdata), void *userdata,
+               struct vm_boot_result *ret, struct slate_error *err)
 {
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL, def = NULL;
 	struct vm_boot_result res = {.kvm = c->kvm, .restored = true};
@@ -347,7 +347,9 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	}
 	(void)unlink(c->console_log);
 	t0 = time_mono_s();
-	if (virDomainRestoreFlags(conn, save_path, NULL, VIR_DOMAIN_SAVE_RUNNING) < 0)
+	/* Paused: the define, the home's size and the caller's channel come before the guest
+	 * runs its first instruction. */
+	if (virDomainRestoreFlags(conn, save_path, NULL, VIR_DOMAIN_SAVE_PAUSED) < 0)
 		return slate_error_set(err, -EIO, "libvirt cannot restore %s from %s: %s",
 		                       c->domain_name, save_path, vm_last_error());
 	r = vm_domain_lookup(conn, c->workspace, &dom);
@@ -369,6 +371,14 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	    virDomainBlockResize(dom, "vdb", home_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
 		(void)slate_error_set(err, -EIO, "cannot give the guest its home's size: %s",
 		                      vm_last_error());
+		destroy_and_forget(dom);
+		return -EIO;
+	}
+	if (paused)
+		paused(userdata);
+	if (virDomainResume(dom) < 0) {
+		(void)slate_error_set(err, -EIO, "cannot resume the restored %s: %s",
+		                      c->domain_name, vm_last_error());
 		destroy_and_forget(dom);
 		return -EIO;
 	}

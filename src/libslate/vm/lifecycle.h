@@ -57,13 +57,15 @@ int vm_wait_ready(virDomainPtr dom, const char *console_log, unsigned timeout_s,
  * Starts the workspace's domain (c: its settings) from the save image at save_path, whose
  * header holds xml, the domain's own XML (vm/savefile.h): restored running, then defined
  * persistent with that XML, as vm_boot leaves a domain. home_bytes (0: leave it) is announced to
- * the guest as vdb's size: the snapshot was taken with a smaller placeholder. There is no ready
- * line after a restore: the guest ran its boot before the snapshot. On failure nothing is left
+ * the guest as vdb's size: the snapshot was taken with a smaller placeholder. paused (may be
+ * NULL) is called while the restored domain has not run yet (the caller connects its channel
+ * then: the guest finds it at once). There is no ready line after a restore: the guest ran its
+ * boot before the snapshot. On failure nothing is left
  * running or defined, and err says why.
  */
 int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_path,
-               const char *xml, uint64_t home_bytes, struct vm_boot_result *ret,
-               struct slate_error *err);
+               const char *xml, uint64_t home_bytes, void (*paused)(void *userdata), void *userdata,
+               struct vm_boot_result *ret, struct slate_error *err);
 
 enum vm_stop_mode {
 	VM_STOP_SHUTDOWN, /* ACPI power button, then destroy after the timeout */
