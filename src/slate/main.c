@@ -40,7 +40,7 @@ static const struct command commands[] = {
         {"egress", cmd_egress, "a workspace's egress policy: which hosts it may reach"},
         {"trace", cmd_trace, "the workspace's audit trail: egress, signatures, leaks"},
         {"ci", cmd_ci, "CI runner drivers: ci gitlab config|prepare|run|cleanup"},
-        {"image", cmd_image, "list, pull, verify or import base images"},
+        {"image", cmd_image, "list, pull, verify, import or snapshot base images"},
         {"catalog", cmd_catalog, "fetch and verify the signed image catalog"},
         {"version", cmd_version, "client and daemon versions"},
         {"doctor", cmd_doctor, "check the host: state directory, storage, libvirt, KVM, vsock"},

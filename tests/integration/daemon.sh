@@ -124,7 +124,7 @@ set -e
 [ $rc = 2 ] || fail "unknown flag: rc=$rc"
 # Command groups name all their subcommands when none or a wrong one is given, and -h works
 # before the subcommand; nothing reaches slated (the socket does not exist).
-for g in "image:ls, import, pull or verify?:ls, import, pull, verify" \
+for g in "image:ls, import, pull, verify or snapshot?:ls, import, pull, verify, snapshot" \
     "secret:set, ls or rm?:set, ls, rm" "catalog:update or show?:update, show"; do
     IFS=: read -r grp none all <<<"$g"
     set +e

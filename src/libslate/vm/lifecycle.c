@@ -331,7 +331,7 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	_cleanup_(virDomainFreep) virDomainPtr dom = NULL, def = NULL;
 	struct vm_boot_result res = {.kvm = c->kvm, .restored = true};
 	enum vm_state state = VM_STATE_UNDEFINED;
-	double t0;
+	double t0, t_restored, t_defined, t_resized;
 	int r;
 
 	r = stale_and_state(conn, c, &state, err);
@@ -352,6 +352,7 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 	if (virDomainRestoreFlags(conn, save_path, NULL, VIR_DOMAIN_SAVE_PAUSED) < 0)
 		return slate_error_set(err, -EIO, "libvirt cannot restore %s from %s: %s",
 		                       c->domain_name, save_path, vm_last_error());
+	t_restored = time_mono_s();
 	r = vm_domain_lookup(conn, c->workspace, &dom);
 	if (r < 0) {
 		(void)slate_error_set(err, r, "%s is gone after its restore: %s", c->domain_name,
@@ -367,6 +368,7 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 		destroy_and_forget(dom);
 		return -EIO;
 	}
+	t_defined = time_mono_s();
 	if (home_bytes &&
 	    virDomainBlockResize(dom, "vdb", home_bytes, VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0) {
 		(void)slate_error_set(err, -EIO, "cannot give the guest its home's size: %s",
@@ -374,6 +376,7 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 		destroy_and_forget(dom);
 		return -EIO;
 	}
+	t_resized = time_mono_s();
 	if (paused)
 		paused(userdata);
 	if (virDomainResume(dom) < 0) {
@@ -383,6 +386,11 @@ int vm_restore(virConnectPtr conn, const struct vm_config *c, const char *save_p
 		return -EIO;
 	}
 	res.boot_s = time_mono_s() - t0;
+	log_ws(LOG_DEBUG, c->workspace,
+	       "restore of %s: libvirt restore %.0f ms, define %.0f ms, home size %.0f ms, "
+	       "resume %.0f ms",
+	       c->domain_name, (t_restored - t0) * 1000, (t_defined - t_restored) * 1000,
+	       (t_resized - t_defined) * 1000, (time_mono_s() - t_resized) * 1000);
 	snprintf(res.disk_io, sizeof(res.disk_io), "%s", c->disk_io);
 	*ret = res;
 	return 0;
