@@ -195,6 +195,23 @@ static char *snap_path(struct daemon_ctx *d, const char *image_id, const char *n
 	return file ? fs_path_join(dir, file) : TAKE_PTR(dir);
 }
 
+/* <snapshots>/name/snapshot.json: 0, or < 0 when name is no installed snapshot (a staging
+ * directory, a lock, an unreadable or malformed file). */
+static int read_meta(int snap_fd, const char *name, struct json_object **ret)
+{
+	_cleanup_(buf_freep) struct buf *b = NULL;
+	_cleanup_close_ int fd = -1;
+
+	if (name[0] == '.' || strlen(name) != SNAPSHOT_KEY_LEN)
+		return -ENOENT;
+	fd = openat(snap_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fs_read_file_at(fd, SNAP_META, SNAP_META_MAX, &b) < 0)
+		return SLATE_ERR_INVALID_FORMAT;
+	return json_parse_object((const char *)buf_ptr(b), buf_len(b), SNAP_META_MAX, ret);
+}
+
 /* The template, the shape and the key of (image, memory, cpus) on this host. */
 struct snap_ctx {
 	struct daemon_ctx *d;
@@ -244,20 +261,6 @@ static int snap_ctx_init(struct daemon_ctx *d, const char *image_id, uint64_t me
 }
 
 /* ---- making one ---- */
-
-static int random_uuid(char out[37])
-{
-	uint8_t b[16];
-
-	randombytes_buf(b, sizeof(b));
-	b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-	b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-	(void)snprintf(out, 37,
-	               "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-	               b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-	               b[13], b[14], b[15]);
-	return 0;
-}
 
 struct snap_make {
 	struct snap_ctx s;
@@ -352,7 +355,7 @@ static int make_boot(struct snap_make *m, vm_progress_fn progress, void *userdat
 	double t0;
 	int r;
 
-	(void)random_uuid(uuid);
+	(void)workspace_uuid_v4(uuid);
 	c = (struct vm_config){
 	        .domain_name = m->domain,
 	        .uuid = uuid,
@@ -449,19 +452,10 @@ static void prune_shape(struct snap_make *m)
 	struct dirent *de;
 
 	while (dp && (de = readdir(dp))) {
-		_cleanup_(buf_freep) struct buf *b = NULL;
 		_cleanup_json_ struct json_object *o = NULL;
-		_cleanup_close_ int fd = -1;
 		int64_t mem = 0, cpus = 0;
 
-		if (de->d_name[0] == '.' || strlen(de->d_name) != SNAPSHOT_KEY_LEN ||
-		    streq(de->d_name, m->s.key))
-			continue;
-		fd = openat(m->snap_fd, de->d_name,
-		            O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 || fs_read_file_at(fd, SNAP_META, SNAP_META_MAX, &b) < 0 ||
-		    json_parse_object((const char *)buf_ptr(b), buf_len(b), SNAP_META_MAX, &o) <
-		            0 ||
+		if (streq(de->d_name, m->s.key) || read_meta(m->snap_fd, de->d_name, &o) < 0 ||
 		    json_get_int64(o, "memory_mib", &mem) < 0 ||
 		    json_get_int64(o, "cpus", &cpus) < 0)
 			continue;
@@ -755,15 +749,9 @@ int daemon_snapshot_list(struct daemon_ctx *d, const char *image_id, struct json
 	if (!dp)
 		return -errno;
 	while ((de = readdir(dp))) {
-		_cleanup_(buf_freep) struct buf *b = NULL;
-		_cleanup_close_ int fd = -1;
 		struct json_object *o = NULL;
 
-		if (de->d_name[0] == '.' || strlen(de->d_name) != SNAPSHOT_KEY_LEN)
-			continue;
-		fd = openat(snap_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd < 0 || fs_read_file_at(fd, SNAP_META, SNAP_META_MAX, &b) < 0 ||
-		    json_parse_object((const char *)buf_ptr(b), buf_len(b), SNAP_META_MAX, &o) < 0)
+		if (read_meta(snap_fd, de->d_name, &o) < 0)
 			continue;
 		if (json_object_array_add(arr, o) < 0) {
 			json_object_put(o);

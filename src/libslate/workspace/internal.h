@@ -44,7 +44,6 @@ int ws_state_from_json(const char *data, size_t len, struct workspace **ret);
 /* Reads <dir_fd>/workspace.json; -ENOENT when missing. */
 int ws_state_load_at(int dir_fd, struct workspace **ret);
 int ws_state_save_at(int dir_fd, const struct workspace *w);
-int ws_uuid_v4(char ret[37]);
 int ws_random_suffix(char *ret, size_t size);
 int64_t ws_now(void);
 

@@ -73,7 +73,7 @@ int64_t ws_now(void)
 	return (int64_t)ts.tv_sec;
 }
 
-int ws_uuid_v4(char ret[37])
+int workspace_uuid_v4(char ret[37])
 {
 	uint8_t u[16];
 

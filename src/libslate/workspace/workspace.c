@@ -526,7 +526,7 @@ static int build_workspace(const struct workspace_create_args *a, int64_t base_v
 	if (!w->name || !w->image_id)
 		return -ENOMEM;
 	w->owner = a->owner;
-	(void)ws_uuid_v4(w->uuid);
+	(void)workspace_uuid_v4(w->uuid);
 	w->base_version = base_version;
 	w->memory_mib = a->memory_mib ? a->memory_mib : WORKSPACE_DEFAULT_MEMORY_MIB;
 	w->cpus = a->cpus ? a->cpus : WORKSPACE_DEFAULT_CPUS;

@@ -162,6 +162,8 @@ int workspace_delete(struct workspace_store *st, const char *name);
 /* Where share i appears in the guest: its guest_dir, or "~/<basename>" (of the workspace user)
  * with "-2", "-3"... added when an earlier default share has the same basename. */
 void workspace_share_guest_dir(const struct workspace *w, size_t i, char *buf, size_t len);
+/* A random (version 4) UUID, lower-case: a workspace's, a domain's. */
+int workspace_uuid_v4(char ret[37]);
 /* Path of the workspace directory (for libvirt), newly allocated. */
 char *workspace_dir_path(struct workspace_store *st, const char *name);
 
