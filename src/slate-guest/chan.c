@@ -651,6 +651,7 @@ static void stream_kill(struct stream *s)
 		exec_abort(s);
 	if (s->fwd)
 		fwd_abort(s);
+	identity_abort(s);
 	s->dead = true;
 	for (unsigned i = 0; i < n_streams; i++) {
 		if (streams[i] == s) {
@@ -817,15 +818,15 @@ static void handle_open(const struct ch_frame *f)
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\2", 4, "too many streams", 16);
 		return;
 	}
-	if (strcmp(service, "exec") != 0) {
+	if (strcmp(service, "exec") != 0 && strcmp(service, "identity") != 0) {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\1", 4, "unknown service", 15);
 		return;
 	}
-	s = stream_new(f->stream, ST_EXEC);
+	s = stream_new(f->stream, service[0] == 'e' ? ST_EXEC : ST_IDENTITY);
 	if (s) {
 		s->send_win = window;
 		s->recv_win = CH_INITIAL_WINDOW;
-		r = exec_open(s);
+		r = s->kind == ST_EXEC ? exec_open(s) : identity_open(s);
 		if (r < 0) {
 			stream_kill(s);
 			s = NULL;
@@ -883,6 +884,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			exec_data(s, f->payload, f->len);
 		else if (s->fwd)
 			fwd_data(s, f->payload, f->len);
+		else if (s->ident)
+			identity_data(s, f->payload, f->len);
 		return;
 	case CH_WINDOW:
 		v = ch_get_u32(f->payload);
@@ -904,6 +907,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			exec_eof(s);
 		else if (s->fwd)
 			fwd_eof(s);
+		else if (s->ident)
+			identity_eof(s);
 		return;
 	case CH_CLOSE:
 		if (s->opening) {

@@ -58,10 +58,11 @@ int gbuf_write(struct gbuf *b, int fd);
 /* Stop reading local sources while this much is queued for the channel. */
 #define OUTQ_HIGH (1024u * 1024)
 
-enum stream_kind { ST_EXEC, ST_FWD };
+enum stream_kind { ST_EXEC, ST_FWD, ST_IDENTITY };
 
 struct exec;
 struct fwd;
+struct ident;
 
 struct stream {
 	uint32_t id;
@@ -75,6 +76,7 @@ struct stream {
 	uint32_t recv_win; /* DATA bytes we let the host send and have not received */
 	struct exec *exec; /* the service's state; NULL once it sent CLOSE */
 	struct fwd *fwd;
+	struct ident *ident; /* an "identity" stream until it answered */
 	struct stream *grave_next;
 };
 
@@ -196,6 +198,12 @@ bool parse_dec(const char *s, uint64_t max, uint64_t *ret);
 /* slate-guest --identity: one line on stdin gives the guest its own RNG seed, clock, home mount,
  * hostname and machine id. Exit status: 0, 1 when a step failed, 2 on a malformed line. */
 int identity_main(void);
+/* The host opened an "identity" stream: the same step, its line as DATA, its answer as DATA
+ * then EOF and CLOSE, run in this process. 0 or -ENOMEM. */
+int identity_open(struct stream *s);
+void identity_data(struct stream *s, const uint8_t *p, size_t n);
+void identity_eof(struct stream *s);
+void identity_abort(struct stream *s);
 /* Whether this runs in a slate guest: its channel device (virtio-serial port, or vsock with a
  * guest CID) is there. */
 bool chan_in_guest(void);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * slate-guest --identity: gives a guest restored from a memory snapshot of a booted base guest
- * (issue 25) an identity of its own (doc/guest-channel.md, "slate-guest --identity"). The host
- * runs it as root through an exec session and writes one line on its stdin:
+ * The identity step: gives a guest restored from a memory snapshot of a booted base guest
+ * (issue 25) an identity of its own (doc/guest-channel.md, "The identity step"). slated opens
+ * the agent's "identity" stream (no process is started: under TCG a fork and exec cost a third
+ * of the step) or, with an older agent, runs slate-guest --identity as root through an exec
+ * session, and writes one line:
  *
  *   identity HOSTNAME SECONDS NANOSECONDS SEEDHEX\n
  *
@@ -10,8 +12,8 @@
  * restored guest starts with the base's RNG state), sets CLOCK_REALTIME to the host's time (the
  * base's clock stood still), mounts /dev/vdb at the workspace user's home when nothing is
  * mounted there (the base was booted with a blank placeholder), sets the hostname (and
- * /etc/hostname, the 127.0.1.1 line of /etc/hosts), and writes a new /etc/machine-id. Prints
- * "ok" (exit 0), or "error <why>": 2 for a malformed line, 1 when a step failed.
+ * /etc/hostname, the 127.0.1.1 line of /etc/hosts), and writes a new /etc/machine-id. The answer
+ * is one line: "ok ..." (exit 0), or "error <why>": 2 for a malformed line, 1 when a step failed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,17 +41,27 @@
 #define HOSTNAME_MAX 63
 #define HOSTS_MAX (256u * 1024)
 #define HOME_DEV "/dev/vdb"
+#define IDENTITY_REPLY_MAX 320
 
-__attribute__((format(printf, 2, 3))) static int fail(int status, const char *fmt, ...)
+/* The answer: "error <why>\n" into reply; returns status. */
+__attribute__((format(printf, 4, 5))) static int fail(char *reply, size_t cap, int status,
+                                                      const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 
-	fputs("error ", stdout);
+	n = snprintf(reply, cap, "error ");
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	if (n >= 0 && (size_t)n < cap)
+		(void)vsnprintf(reply + n, cap - (size_t)n, fmt, ap);
 	va_end(ap);
-	putchar('\n');
-	(void)fflush(stdout);
+	n = (int)strlen(reply);
+	if ((size_t)n + 1 < cap) {
+		reply[n] = '\n';
+		reply[n + 1] = '\0';
+	} else if (cap >= 2) {
+		reply[cap - 2] = '\n';
+	}
 	return status;
 }
 
@@ -67,19 +79,20 @@ static bool valid_hostname(const char *s)
 	return true;
 }
 
-/* Reads and parses the one line. NULL, or why it is malformed. */
-static const char *read_request(char *name, struct timespec *ts, uint8_t *seed)
+/* Parses the one line (n bytes, NUL-terminated, changed in place). NULL, or why it is malformed. */
+static const char *parse_request(char *line, size_t n, char *name, struct timespec *ts,
+                                 uint8_t *seed)
 {
-	char line[IDENTITY_LINE_MAX + 2], *tok[6], *p;
+	char *tok[6], *p;
 	uint64_t sec, nsec;
-	size_t n;
 	int k = 0;
 
-	if (!fgets(line, sizeof(line), stdin))
+	if (n == 0)
 		return "no input";
-	n = strlen(line);
 	if (n > IDENTITY_LINE_MAX)
 		return "line too long";
+	if (strlen(line) != n)
+		return "not printable ASCII";
 	if (n == 0 || line[n - 1] != '\n')
 		return "unterminated line";
 	line[--n] = '\0';
@@ -291,7 +304,8 @@ static int new_machine_id(const char **what)
 	return 0;
 }
 
-int identity_main(void)
+/* The whole step for one line: the answer in reply (one line), the exit status returned. */
+static int identity_run(char *line, size_t n, char *reply, size_t cap)
 {
 	char name[HOSTNAME_MAX + 1];
 	struct timespec ts;
@@ -300,44 +314,133 @@ int identity_main(void)
 	int64_t t0, t_home, t_rest;
 	int r;
 
-	bad = read_request(name, &ts, seed);
+	bad = parse_request(line, n, name, &ts, seed);
+	explicit_bzero(line, n);
 	if (bad) {
 		explicit_bzero(seed, sizeof(seed));
-		return fail(2, "%s", bad);
+		return fail(reply, cap, 2, "%s", bad);
 	}
 	if (geteuid() != 0) {
 		explicit_bzero(seed, sizeof(seed));
-		return fail(1, "%s", "must run as root");
+		return fail(reply, cap, 1, "%s", "must run as root");
 	}
 	/* It sets the clock, the hostname and the machine-id: never of a host it was run on by
 	 * mistake. A slate guest has slate's channel device. */
 	if (!chan_in_guest()) {
 		explicit_bzero(seed, sizeof(seed));
-		return fail(1, "%s", "not in a slate guest (no slate channel device): refusing");
+		return fail(reply, cap, 1, "%s",
+		            "not in a slate guest (no slate channel device): refusing");
 	}
 	/* First: nothing in this guest may draw from the base's RNG state after this point. */
 	r = seed_rng(seed);
 	explicit_bzero(seed, sizeof(seed));
 	if (r < 0)
-		return fail(1, "seeding the kernel RNG (RNDADDENTROPY): %s", strerror(-r));
+		return fail(reply, cap, 1, "seeding the kernel RNG (RNDADDENTROPY): %s",
+		            strerror(-r));
 	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
-		return fail(1, "setting the clock: %s", strerror(errno));
+		return fail(reply, cap, 1, "setting the clock: %s", strerror(errno));
 	t0 = now_ms();
 	r = mount_home(&what);
 	if (r < 0)
-		return fail(1, "mounting the home (%s): %s", what, strerror(-r));
+		return fail(reply, cap, 1, "mounting the home (%s): %s", what, strerror(-r));
 	t_home = now_ms();
 	r = set_hostname(name);
 	if (r < 0)
-		return fail(1, "setting the hostname: %s", strerror(-r));
+		return fail(reply, cap, 1, "setting the hostname: %s", strerror(-r));
 	r = new_machine_id(&what);
 	if (r < 0)
-		return fail(1, "writing the machine id (%s): %s", what, strerror(-r));
+		return fail(reply, cap, 1, "writing the machine id (%s): %s", what, strerror(-r));
 	t_rest = now_ms();
 	/* "ok", then where the time went (slated logs it). */
-	if (printf("ok home_ms=%lld rest_ms=%lld\n", (long long)(t_home - t0),
-	           (long long)(t_rest - t_home)) < 0 ||
-	    fflush(stdout) == EOF)
-		return 1;
+	(void)snprintf(reply, cap, "ok home_ms=%lld rest_ms=%lld\n", (long long)(t_home - t0),
+	               (long long)(t_rest - t_home));
 	return 0;
+}
+
+int identity_main(void)
+{
+	char line[IDENTITY_LINE_MAX + 2], reply[IDENTITY_REPLY_MAX];
+	size_t n = 0;
+	int status;
+
+	if (fgets(line, sizeof(line), stdin))
+		n = strlen(line);
+	status = identity_run(line, n, reply, sizeof(reply));
+	if (fputs(reply, stdout) == EOF || fflush(stdout) == EOF)
+		return 1;
+	return status;
+}
+
+/* ---- the agent's "identity" stream: the same step without a process ---- */
+
+struct ident {
+	char line[IDENTITY_LINE_MAX + 2];
+	size_t len;
+};
+
+int identity_open(struct stream *s)
+{
+	s->ident = calloc(1, sizeof(*s->ident));
+	return s->ident ? 0 : -ENOMEM;
+}
+
+/* The line is complete (or the host ended it): the step runs now, in the loop (the start that
+ * asked waits for nothing else), and the answer ends the stream. */
+static void ident_finish(struct stream *s)
+{
+	struct ident *id = s->ident;
+	char reply[IDENTITY_REPLY_MAX];
+	size_t n;
+	int status;
+
+	id->line[id->len] = '\0';
+	status = identity_run(id->line, id->len, reply, sizeof(reply));
+	n = strlen(reply);
+	guest_log("identity: %.*s", (int)(n ? n - 1 : 0), reply);
+	(void)status;
+	if (n <= s->send_win) {
+		s->send_win -= (uint32_t)n;
+		(void)chan_send(CH_DATA, s->id, reply, (uint32_t)n, NULL, 0);
+	}
+	identity_abort(s);
+	if (!s->sent_eof) {
+		s->sent_eof = true;
+		(void)chan_send(CH_EOF, s->id, NULL, 0, NULL, 0);
+	}
+	stream_close(s);
+}
+
+void identity_data(struct stream *s, const uint8_t *p, size_t n)
+{
+	struct ident *id = s->ident;
+	const uint8_t *nl;
+	size_t room, take;
+
+	if (!id)
+		return;
+	/* Up to the newline (kept); one byte over the maximum says "too long". */
+	room = IDENTITY_LINE_MAX + 1 - id->len;
+	nl = memchr(p, '\n', n);
+	take = nl ? (size_t)(nl - p) + 1 : n;
+	if (take > room)
+		take = room;
+	memcpy(id->line + id->len, p, take);
+	id->len += take;
+	if ((nl && take == (size_t)(nl - p) + 1) || id->len > IDENTITY_LINE_MAX)
+		ident_finish(s);
+}
+
+void identity_eof(struct stream *s)
+{
+	if (s->ident)
+		ident_finish(s);
+}
+
+void identity_abort(struct stream *s)
+{
+	if (!s->ident)
+		return;
+	explicit_bzero(s->ident, sizeof(*s->ident));
+	free(s->ident);
+	s->ident = NULL;
 }

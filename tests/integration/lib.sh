@@ -49,6 +49,11 @@ harness_cleanup() {
             eval "$cmd" || log "cleanup failed: $cmd"
         done < <(tac "$_cleanup_file")
     fi
+    # SLATE_TEST_KEEP_LOGS=DIR keeps the test's logs (slated.log among them) for a look after.
+    if [ -n "${SLATE_TEST_KEEP_LOGS:-}" ]; then
+        mkdir -p "$SLATE_TEST_KEEP_LOGS" &&
+            find "$test_tmpdir" -maxdepth 1 -name '*.log' -exec cp -t "$SLATE_TEST_KEEP_LOGS" {} +
+    fi
     rm -rf "$test_tmpdir"
     return "$rc"
 }
@@ -522,18 +527,55 @@ s() { "$slate" --socket "$work/run/slated.sock" "$@"; }
 
 # import_test_image [ARG...]: import the test image (ensure_test_image) into that slated as the
 # image "test", booting its kernel and initramfs with the serial console; ARGs go to
-# `slate image import` (--replace).
+# `slate image import` (--replace). Then it gives the image a booted snapshot of each shape in
+# $SLATE_TEST_SNAPSHOTS ("MEMxCPUS ...", default 512x1, the shape most tests use), so that their
+# fresh workspaces start by restoring it; SLATE_TEST_SNAPSHOTS= (empty) runs a test with cold
+# boots only, as does SLATE_TEST_BOOT_SNAPSHOTS=off. A test that needs cold boots sets it empty.
 # shellcheck disable=SC2154 # test_image_dir: ensure_test_image sets it
 import_test_image() {
     s image import test "$test_image_dir/disk.img" --kernel "$test_image_dir/vmlinuz" \
         --initrd "$test_image_dir/initrd.img" --cmdline "console=ttyS0" "$@" >/dev/null
-    # SLATE_TEST_SNAPSHOTS="MEMxCPUS ...": booted snapshots of those shapes, made now, so that
-    # every fresh workspace of those shapes starts by restoring one (tests/integration/restored-*).
     local shape
-    for shape in ${SLATE_TEST_SNAPSHOTS:-}; do
-        s image snapshot test --memory "${shape%x*}" --cpus "${shape#*x}" >/dev/null 2>&1 ||
-            fail "image snapshot $shape failed"
+    for shape in ${SLATE_TEST_SNAPSHOTS-512x1}; do
+        test_snapshot "$shape"
     done
+}
+
+# test_snapshot MEMxCPUS: `slate image snapshot test` of that shape, made once per build and
+# kept in $snapshot_cache by its key: the key covers the image's digest, the shape, the domain
+# template and the slate, libvirt and QEMU versions, so slated takes a cached one only where it
+# would have made the same (it answers "already" for it) and makes a new one otherwise. A cached
+# one has the test image's digest and the snapshot's domain XML, never a workspace's data.
+snapshot_cache=${SLATE_TEST_SNAPSHOT_CACHE:-$top_builddir/tests/integration/snapshot-cache}
+test_snapshot() {
+    local shape=$1 dir key d
+    dir=$(find "$state" -path '*/images/test' -type d | head -1)
+    [ -n "$dir" ] || fail "no store of image test under $state"
+    mkdir -p "$dir/snapshots" "$snapshot_cache"
+    # A rebuilt slated may have another template or version: its older entries go.
+    find "$snapshot_cache" -mindepth 1 -maxdepth 1 ! -newer "$top_builddir/slated" \
+        -exec rm -rf {} + 2>/dev/null || true
+    for d in "$snapshot_cache"/*/; do
+        [ -f "$d/snapshot.json" ] || continue
+        cp -a --reflink=auto "${d%/}" "$dir/snapshots/" || fail "copying cached snapshot $d"
+    done
+    s image snapshot test --memory "${shape%x*}" --cpus "${shape#*x}" >"$work/snap.out" \
+        2>"$work/snap.err" || fail "image snapshot $shape failed: $(cat "$work/snap.err")"
+    key=$(grep -o 'snapshot [0-9a-f]\{16\}' "$work/snap.out" | cut -d' ' -f2)
+    [ -n "$key" ] || fail "image snapshot $shape: no key in '$(cat "$work/snap.out")'"
+    # Only the key slated chose stays in the store, and the cache keeps it.
+    for d in "$dir/snapshots"/*/; do
+        d=${d%/}
+        [ "$(basename "$d")" = "$key" ] || [ ! -f "$snapshot_cache/$(basename "$d")/snapshot.json" ] ||
+            rm -rf "$d"
+    done
+    if [ ! -d "$snapshot_cache/$key" ]; then
+        rm -rf "$snapshot_cache/.tmp-$$"
+        cp -a --reflink=auto "$dir/snapshots/$key" "$snapshot_cache/.tmp-$$" &&
+            mv -T "$snapshot_cache/.tmp-$$" "$snapshot_cache/$key" 2>/dev/null ||
+            rm -rf "$snapshot_cache/.tmp-$$"
+    fi
+    log "booted snapshot $shape: $(cat "$work/snap.out")"
 }
 
 # restored_check: fails unless slated restored at least one workspace from a booted snapshot and

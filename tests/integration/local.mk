@@ -61,3 +61,10 @@ EXTRA_DIST += tests/integration/probe-guest.py
 # slate-guest --identity, the identity a guest restored from a snapshot gets (doc/guest-channel.md):
 # clock, hostname, machine id, RNG seed and the home mount, driven by hand through slate exec.
 integration_tests += tests/integration/identity-guest.sh
+
+# lib.sh keeps the booted snapshots its tests restore from (SLATE_TEST_SNAPSHOTS) here, one per
+# key, made by the first test that needs one.
+clean-local: clean-snapshot-cache
+clean-snapshot-cache:
+	rm -rf $(top_builddir)/tests/integration/snapshot-cache
+.PHONY: clean-snapshot-cache

@@ -17,6 +17,8 @@
 #   the next fresh workspace restores it; a new image version drops the old snapshots.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
+# It makes its snapshots itself: none from the test cache.
+export SLATE_TEST_SNAPSHOTS=
 
 ensure_libvirt
 ensure_test_image

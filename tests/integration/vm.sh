@@ -8,6 +8,8 @@
 # start after a wipe re-cloning the disk, and base drift refused without --reset-to-base/--as-is.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
+# Cold boots only: the boot's progress and console ready line are what it checks.
+export SLATE_TEST_SNAPSHOTS=
 
 ensure_libvirt
 ensure_test_image

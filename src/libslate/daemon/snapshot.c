@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -51,6 +52,8 @@
 /* After the ready line, the boot's last steps (init's, the console shell's) settle first. */
 #define SNAP_SETTLE_MS 1500
 #define IDENTITY_SEED_LEN 64
+/* Opening the agent's identity stream (an answer to OPEN takes a loop turn in the guest). */
+#define IDENTITY_OPEN_TIMEOUT_MS 10000
 
 static const char *const mode_names[] = {
         [SNAPSHOT_AUTO] = "auto", [SNAPSHOT_USE] = "use", [SNAPSHOT_OFF] = "off"};
@@ -811,17 +814,67 @@ void daemon_snapshot_sweep(struct daemon_ctx *d)
 
 /* ---- the guest takes on the workspace's identity ---- */
 
-/* One try: 0, -EPROTO when slate-guest answered an error (trying again is no use), or another
- * error (the session went: a guest agent that resynchronised its channel). */
-static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadline,
-                         struct slate_error *err)
+/* Reads the guest's one answer line from fd into reply (no newline) by the deadline. */
+static int identity_read_line(int fd, int64_t deadline, char *reply, size_t cap,
+                              struct slate_error *err)
+{
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int64_t left = deadline - time_mono_ms();
+		char *nl;
+		ssize_t k;
+
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return slate_error_set(err, -ETIMEDOUT, "the guest did not answer");
+		k = read(fd, reply + len, cap - 1 - len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return slate_error_set(
+			        err, -ECONNRESET,
+			        "the guest ended the identity stream without an answer");
+		len += (size_t)k;
+		reply[len] = '\0';
+		nl = memchr(reply, '\n', len);
+		if (nl) {
+			*nl = '\0';
+			return 0;
+		}
+		if (len == cap - 1)
+			return slate_error_set(err, -EMSGSIZE, "the guest's answer is too long");
+	}
+}
+
+/* The line through the agent's own "identity" stream: no process in the guest. -ENOTSUP when
+ * the agent does not know it (an image with an older slate-guest). */
+static int identity_stream(struct daemon_ctx *d, const char *name, const char *line, size_t n,
+                           int64_t deadline, char *reply, size_t cap, struct slate_error *err)
+{
+	_cleanup_close_ int fd = -1;
+	struct slate_error e = {0};
+	int r;
+
+	if (!d->channels)
+		return slate_error_set(err, -ENOTCONN, "the guest channel is not available");
+	r = channels_open(d->channels, name, "identity", IDENTITY_OPEN_TIMEOUT_MS, &fd, &e);
+	if (r == -ECONNREFUSED && strstr(slate_error_text(&e), "unknown service"))
+		return -ENOTSUP;
+	if (r < 0)
+		return slate_error_set(err, r, "%s", slate_error_text(&e));
+	if (fs_write_all(fd, line, n) < 0)
+		return slate_error_errno(err, -errno, "sending the identity to the guest");
+	return identity_read_line(fd, deadline, reply, cap, err);
+}
+
+/* The same line to slate-guest --identity, run as root through an exec session. */
+static int identity_exec(struct daemon_ctx *d, const char *name, const char *line, size_t n,
+                         int64_t deadline, char *reply, size_t cap, struct slate_error *err)
 {
 	_cleanup_free_ struct ex_request *req = calloc(1, sizeof(*req));
 	_cleanup_(exec_dialog_freep) struct exec_dialog *g = NULL;
-	uint8_t seed[IDENTITY_SEED_LEN];
-	char hex[2 * IDENTITY_SEED_LEN + 1], line[512], reply[256];
-	struct timespec now;
-	int n, r;
+	int r;
 
 	if (!req)
 		return slate_error_errno(err, -ENOMEM, "identity");
@@ -831,6 +884,27 @@ static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadlin
 	r = exec_dialog_open(d, name, req, &g, err);
 	if (r < 0)
 		return r;
+	r = exec_dialog_send(g, line, n);
+	if (r < 0)
+		return slate_error_errno(err, r, "sending the identity to the guest");
+	r = exec_dialog_line(g, deadline, reply, cap, err);
+	if (r < 0)
+		return slate_error_set(err, r, "slate-guest --identity gave no answer%s",
+		                       r == -EPIPE ? " (an image without it?)" : "");
+	return 0;
+}
+
+/* One try: 0, -EPROTO when slate-guest answered an error (trying again is no use), or another
+ * error (the session went: a guest agent that resynchronised its channel). */
+static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadline,
+                         struct slate_error *err)
+{
+	uint8_t seed[IDENTITY_SEED_LEN];
+	char hex[2 * IDENTITY_SEED_LEN + 1], line[512], reply[256];
+	const char *how = "stream";
+	struct timespec now;
+	int n, r;
+
 	randombytes_buf(seed, sizeof(seed));
 	(void)sodium_bin2hex(hex, sizeof(hex), seed, sizeof(seed));
 	sodium_memzero(seed, sizeof(seed));
@@ -839,18 +913,18 @@ static int identity_once(struct daemon_ctx *d, const char *name, int64_t deadlin
 	n = snprintf(line, sizeof(line), "identity %s %lld %ld %s\n", name, (long long)now.tv_sec,
 	             now.tv_nsec, hex);
 	sodium_memzero(hex, sizeof(hex));
-	r = exec_dialog_send(g, line, (size_t)n);
+	r = identity_stream(d, name, line, (size_t)n, deadline, reply, sizeof(reply), err);
+	if (r == -ENOTSUP) {
+		how = "exec";
+		r = identity_exec(d, name, line, (size_t)n, deadline, reply, sizeof(reply), err);
+	}
 	sodium_memzero(line, sizeof(line));
 	if (r < 0)
-		return slate_error_errno(err, r, "sending the identity to the guest");
-	r = exec_dialog_line(g, deadline, reply, sizeof(reply), err);
-	if (r < 0)
-		return slate_error_set(err, r, "slate-guest --identity gave no answer%s",
-		                       r == -EPIPE ? " (an image without it?)" : "");
+		return r;
 	/* "ok", with what the guest says its steps took. */
 	if (strncmp(reply, "ok", 2) != 0 || (reply[2] != '\0' && reply[2] != ' '))
-		return slate_error_set(err, -EPROTO, "slate-guest --identity: %.200s", reply);
-	log_ws(LOG_DEBUG, name, "identity: %.200s", reply);
+		return slate_error_set(err, -EPROTO, "slate-guest identity: %.200s", reply);
+	log_ws(LOG_DEBUG, name, "identity (%s): %.200s", how, reply);
 	return 0;
 }
 
