@@ -49,6 +49,11 @@ harness_cleanup() {
             eval "$cmd" || log "cleanup failed: $cmd"
         done < <(tac "$_cleanup_file")
     fi
+    # How this test's workspaces started (issue 25: most guest tests restore a booted snapshot).
+    if [ -f "$test_tmpdir/slated.log" ]; then
+        log "starts: $(grep -c 'restored slate-.* from booted snapshot' "$test_tmpdir/slated.log") restored," \
+            "$(grep -c '^slated: booted slate-' "$test_tmpdir/slated.log") booted"
+    fi
     # SLATE_TEST_KEEP_LOGS=DIR keeps the test's logs (slated.log among them) for a look after.
     if [ -n "${SLATE_TEST_KEEP_LOGS:-}" ]; then
         mkdir -p "$SLATE_TEST_KEEP_LOGS" &&
