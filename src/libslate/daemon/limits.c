@@ -80,8 +80,23 @@ int daemon_limits_init(struct daemon_limits *l, const char *max_running, const c
 
 void daemon_limits_done(struct daemon_limits *l)
 {
+	free(l->starting);
+	l->starting = NULL;
+	l->n_starting = l->cap_starting = 0;
 	(void)pthread_cond_destroy(&l->changed);
 	(void)pthread_mutex_destroy(&l->lock);
+}
+
+/* A start in flight: counted from the list, not again from libvirt once its domain is active. */
+static bool in_flight(const char *domain, void *userdata)
+{
+	const struct daemon_limits *l = userdata;
+
+	for (size_t i = 0; domain && i < l->n_starting; i++) {
+		if (strcmp(l->starting[i].domain, domain) == 0)
+			return true;
+	}
+	return false;
 }
 
 /* Whether one more start of mib fits; when not, why in why. < 0: libvirt cannot be asked. */
@@ -91,12 +106,13 @@ static int fits(struct daemon_ctx *d, uint64_t mib, char *why, size_t len)
 	unsigned running;
 	uint64_t used;
 	char b1[32], b2[32], b3[32];
-	int r = vm_domains_usage(d->libvirt_uri, d->state_dir, &running, &used);
+	int r = vm_domains_usage(d->libvirt_uri, d->state_dir, in_flight, l, &running, &used);
 
 	if (r < 0)
 		return r;
-	running += l->starting;
-	used += l->starting_mib;
+	running += (unsigned)l->n_starting;
+	for (size_t i = 0; i < l->n_starting; i++)
+		used += l->starting[i].mib;
 	if (l->max_running && running + 1 > l->max_running) {
 		(void)snprintf(why, len,
 		               "%u workspace%s run or start, max-running = %u (slate.conf)",
@@ -116,9 +132,9 @@ static int fits(struct daemon_ctx *d, uint64_t mib, char *why, size_t len)
 	return 1;
 }
 
-int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_mib,
-                        vm_progress_fn progress, void *userdata, bool (*gone)(void *userdata),
-                        struct slate_error *err)
+int daemon_limits_admit(struct daemon_ctx *d, const char *name, const char *domain,
+                        uint64_t memory_mib, vm_progress_fn progress, void *userdata,
+                        bool (*gone)(void *userdata), struct slate_error *err)
 {
 	struct daemon_limits *l = d->limits;
 	char why[512] = "";
@@ -176,24 +192,39 @@ int daemon_limits_admit(struct daemon_ctx *d, const char *name, uint64_t memory_
 		until.tv_nsec %= 1000000000L;
 		(void)pthread_cond_timedwait(&l->changed, &l->lock, &until);
 	}
-	l->starting++;
-	l->starting_mib += memory_mib;
+	if (l->n_starting == l->cap_starting) {
+		size_t cap = l->cap_starting ? 2 * l->cap_starting : 8;
+		struct daemon_limits_start *n = reallocarray(l->starting, cap, sizeof(*n));
+		if (!n) {
+			(void)pthread_mutex_unlock(&l->lock);
+			return slate_error_errno(err, -ENOMEM, "admitting %s", name);
+		}
+		l->starting = n;
+		l->cap_starting = cap;
+	}
+	l->starting[l->n_starting].mib = memory_mib;
+	(void)snprintf(l->starting[l->n_starting].domain, sizeof(l->starting[0].domain), "%s",
+	               domain);
+	l->n_starting++;
 	(void)pthread_mutex_unlock(&l->lock);
 	if (told)
 		log_notice("%s: got a slot after %.1f s", name, time_mono_s() - t0);
 	return 0;
 }
 
-void daemon_limits_release(struct daemon_ctx *d, uint64_t memory_mib)
+void daemon_limits_release(struct daemon_ctx *d, const char *domain)
 {
 	struct daemon_limits *l = d->limits;
 
 	if (!l || (!l->max_running && !l->memory_budget_mib))
 		return;
 	(void)pthread_mutex_lock(&l->lock);
-	if (l->starting)
-		l->starting--;
-	l->starting_mib = l->starting_mib > memory_mib ? l->starting_mib - memory_mib : 0;
+	for (size_t i = 0; i < l->n_starting; i++) {
+		if (strcmp(l->starting[i].domain, domain) == 0) {
+			l->starting[i] = l->starting[--l->n_starting];
+			break;
+		}
+	}
 	(void)pthread_cond_broadcast(&l->changed);
 	(void)pthread_mutex_unlock(&l->lock);
 }

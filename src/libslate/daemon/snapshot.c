@@ -283,7 +283,7 @@ static void snap_make_done(struct snap_make *m)
 	if (m->tmp_fd >= 0 && !m->installed)
 		(void)storage_delete_dir(m->s.d->storage, m->snap_fd, m->tmp_name);
 	if (m->admitted)
-		daemon_limits_release(m->s.d, m->s.sh.memory_mib);
+		daemon_limits_release(m->s.d, m->domain);
 	if (m->run_dir)
 		daemon_runtime_dir_remove(m->s.d, m->ws_name);
 	(void)safe_close(m->tmp_fd);
@@ -545,7 +545,7 @@ int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t me
 	}
 	(void)snprintf(m.domain, sizeof(m.domain), SNAPSHOT_DOMAIN_PREFIX "%s", m.s.key);
 	(void)snprintf(m.ws_name, sizeof(m.ws_name), ".snapshot-%s", m.s.key);
-	r = daemon_limits_admit(d, m.domain, memory_mib, progress, userdata, NULL, err);
+	r = daemon_limits_admit(d, m.domain, m.domain, memory_mib, progress, userdata, NULL, err);
 	if (r < 0)
 		return r;
 	m.admitted = true;

@@ -223,8 +223,11 @@ struct start_run {
 static void start_run_done(struct start_run *st)
 {
 	/* Booted, the domain counts itself; failed, it takes no slot. */
-	if (st->admitted)
-		daemon_limits_release(st->d, st->w->memory_mib);
+	if (st->admitted) {
+		char dom[128];
+		(void)vm_domain_name(st->name, dom, sizeof(dom));
+		daemon_limits_release(st->d, dom);
+	}
 	(void)safe_close(st->lock_fd);
 	workspace_free(st->w);
 	image_info_free(st->img);
@@ -305,11 +308,13 @@ static bool start_io_gone(void *userdata)
  * memory-budget), or waits for one, or is refused (daemon/limits.h). */
 static int start_admit(struct start_run *st)
 {
+	char dom[128];
 	int r;
 
 	if (start_was_running(st))
 		return 0;
-	r = daemon_limits_admit(st->d, st->name, st->w->memory_mib, start_progress, st->s,
+	(void)vm_domain_name(st->name, dom, sizeof(dom));
+	r = daemon_limits_admit(st->d, st->name, dom, st->w->memory_mib, start_progress, st->s,
 	                        start_io_gone, st->s->err);
 	if (r < 0)
 		return slate_error_wrap(st->s->err, r, "start %s", st->name);

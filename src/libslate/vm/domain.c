@@ -259,24 +259,38 @@ int vm_domains_using(const char *uri, const char *dir, char *first, size_t first
 	return domains_below(uri, dir, note_first, &f);
 }
 
+struct usage {
+	bool (*skip)(const char *domain, void *userdata);
+	void *userdata;
+	unsigned count;
+	uint64_t mib;
+};
+
 static void add_memory(virDomainPtr dom, unsigned i, void *userdata)
 {
-	uint64_t *mib = userdata;
-	unsigned long kib = virDomainGetMaxMemory(dom);
+	struct usage *u = userdata;
+	unsigned long kib;
 
+	(void)i;
+	if (u->skip && u->skip(virDomainGetName(dom), u->userdata))
+		return;
+	u->count++;
+	kib = virDomainGetMaxMemory(dom);
 	/* One that cannot say counts as none: the budget is a guard, not an accountant. */
 	if (kib > 0)
-		*mib += (uint64_t)kib / 1024;
+		u->mib += (uint64_t)kib / 1024;
 }
 
-int vm_domains_usage(const char *uri, const char *dir, unsigned *ret_count, uint64_t *ret_mib)
+int vm_domains_usage(const char *uri, const char *dir,
+                     bool (*skip)(const char *domain, void *userdata), void *userdata,
+                     unsigned *ret_count, uint64_t *ret_mib)
 {
-	uint64_t mib = 0;
-	int n = domains_below(uri, dir, add_memory, &mib);
+	struct usage u = {.skip = skip, .userdata = userdata};
+	int n = domains_below(uri, dir, add_memory, &u);
 
 	if (n < 0)
 		return n;
-	*ret_count = (unsigned)n;
-	*ret_mib = mib;
+	*ret_count = u.count;
+	*ret_mib = u.mib;
 	return 0;
 }

@@ -66,10 +66,12 @@ int vm_domains_using(const char *uri, const char *dir, char *first, size_t first
 
 /*
  * What the active domains (running or paused) whose live XML names a path below dir use: how
- * many (*ret_count) and their memory in MiB (*ret_mib). Returns 0, or a negative error when
- * libvirt at uri cannot be asked.
+ * many (*ret_count) and their memory in MiB (*ret_mib), leaving out those skip (may be NULL)
+ * says yes to by name. Returns 0, or a negative error when libvirt at uri cannot be asked.
  */
-int vm_domains_usage(const char *uri, const char *dir, unsigned *ret_count, uint64_t *ret_mib);
+int vm_domains_usage(const char *uri, const char *dir,
+                     bool (*skip)(const char *domain, void *userdata), void *userdata,
+                     unsigned *ret_count, uint64_t *ret_mib);
 
 /* Whether the workspace's domain runs under KVM ("kvm") or TCG ("tcg"); -ENOENT when it does
  * not run. */
