@@ -423,6 +423,7 @@ static int ci_prepare(struct slate_ctx *ctx, int argc, char **argv)
 	struct api_error err;
 	int opt_index = 0, c, r;
 	unsigned long v;
+	uint64_t u;
 
 	if (!body || !start || !egress)
 		return ci_fail(what, "out of memory");
@@ -452,21 +453,21 @@ static int ci_prepare(struct slate_ctx *ctx, int argc, char **argv)
 			o.vars[o.n_vars++] = optarg;
 			break;
 		case OPT_MEMORY:
+			if (slate_parse_memory(optarg, &u) < 0)
+				return ci_fail(what, "--memory %s: MiB or a size like 4G", optarg);
+			(void)json_add_int64(body, "memory_mib", (int64_t)u);
+			break;
 		case OPT_CPUS:
+			if (slate_parse_cpus(optarg, &u) < 0)
+				return ci_fail(what, "--cpus %s: a number from 1 to 256", optarg);
+			(void)json_add_int64(body, "cpus", (int64_t)u);
+			break;
 		case OPT_TIMEOUT:
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v == 0 ||
-			    v > (c == OPT_MEMORY ? 1u << 24
-			         : c == OPT_CPUS ? 256
-			                         : 3600))
-				return ci_fail(what, "--%s %s: out of range",
-				               longopts[opt_index].name, optarg);
-			(void)json_add_int64(c == OPT_TIMEOUT ? start : body,
-			                     c == OPT_MEMORY ? "memory_mib"
-			                     : c == OPT_CPUS ? "cpus"
-			                                     : "timeout",
-			                     (int64_t)v);
+			if (errno || end == optarg || *end || v == 0 || v > 3600)
+				return ci_fail(what, "--timeout %s: out of range", optarg);
+			(void)json_add_int64(start, "timeout", (int64_t)v);
 			break;
 		case OPT_EGRESS:
 		case OPT_ALLOW:

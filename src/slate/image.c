@@ -241,8 +241,8 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	struct progress prog = {.ctx = ctx};
 	struct api_error err;
-	char path[128], *end;
-	unsigned long long v;
+	char path[128];
+	uint64_t v;
 	int c;
 
 	if (!body)
@@ -254,25 +254,14 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 			continue;
 		switch (c) {
 		case OPT_MEMORY:
-			/* MIB, as for create; a unit suffix is accepted too ("4G"). */
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end) {
-				uint64_t b;
-				if (size_parse(optarg, &b) < 0)
-					return slate_usage_error(
-					        ctx,
-					        "image snapshot: --memory %s: MiB or "
-					        "a size like 4G",
-					        optarg);
-				v = b >> 20;
-			}
+			if (slate_parse_memory(optarg, &v) < 0)
+				return slate_usage_error(
+				        ctx, "image snapshot: --memory %s: MiB or a size like 4G",
+				        optarg);
 			(void)json_add_int64(body, "memory_mib", (int64_t)v);
 			break;
 		case OPT_CPUS:
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 || v > 256)
+			if (slate_parse_cpus(optarg, &v) < 0)
 				return slate_usage_error(ctx, "image snapshot: --cpus %s: 1 to 256",
 				                         optarg);
 			(void)json_add_int64(body, "cpus", (int64_t)v);

@@ -143,6 +143,11 @@ int cmd_trace(struct slate_ctx *ctx, int argc, char **argv);
 /* system.c: slate system dial-stdio. */
 int cmd_system(struct slate_ctx *ctx, int argc, char **argv);
 
+/* In workspace.c: a workspace shape's options as create, image snapshot and ci gitlab take
+ * them: --memory is MiB or a size with a unit ("4G"), at most 16 TiB; --cpus 1 to 256. 0, or
+ * -EINVAL (the caller says which option and why). */
+int slate_parse_memory(const char *arg, uint64_t *ret_mib);
+int slate_parse_cpus(const char *arg, uint64_t *ret);
 /* In workspace.c: --share HOSTDIR[:GUESTDIR][:ro] into shares. 0, or an exit status. */
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares);
 /* create's and run's --egress (opt "egress": allow-all|deny-all), --allow and --deny (opt "allow",

@@ -111,6 +111,38 @@ int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char
 	return 0;
 }
 
+int slate_parse_memory(const char *arg, uint64_t *ret_mib)
+{
+	uint64_t v;
+	char *end;
+
+	/* MiB, as slate(1) says; a unit suffix is accepted too ("4G"). */
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end) {
+		if (size_parse(arg, &v) < 0)
+			return -EINVAL;
+		v >>= 20;
+	}
+	if (v == 0 || v > (UINT64_C(1) << 24))
+		return -EINVAL;
+	*ret_mib = v;
+	return 0;
+}
+
+int slate_parse_cpus(const char *arg, uint64_t *ret)
+{
+	uint64_t v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || v == 0 || v > 256)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
 int slate_parse_share(const struct slate_ctx *ctx, const char *arg, struct json_object *shares)
 {
 	_cleanup_free_ char *spec = strdup(arg);
@@ -187,7 +219,6 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 	_cleanup_json_ struct json_object *egress = json_object_new_object();
 	int opt_index = 0;
 	uint64_t v;
-	char *end;
 	int c, r;
 
 	if (!body || !shares || json_add(body, "shares", shares) < 0 || !egress)
@@ -201,22 +232,13 @@ int cmd_create(struct slate_ctx *ctx, int argc, char **argv)
 			(void)json_add_string(body, "image", optarg);
 			break;
 		case OPT_MEMORY:
-			/* MIB, as slate(1) says; a unit suffix is accepted too ("4G"). */
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end) {
-				if (size_parse(optarg, &v) < 0)
-					return slate_usage_error(
-					        ctx, "create: --memory %s: MiB or a size like 4G",
-					        optarg);
-				v >>= 20;
-			}
+			if (slate_parse_memory(optarg, &v) < 0)
+				return slate_usage_error(
+				        ctx, "create: --memory %s: MiB or a size like 4G", optarg);
 			(void)json_add_int64(body, "memory_mib", (int64_t)v);
 			break;
 		case OPT_CPUS:
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (errno || end == optarg || *end || v == 0 || v > 256)
+			if (slate_parse_cpus(optarg, &v) < 0)
 				return slate_usage_error(
 				        ctx, "create: --cpus %s: a number from 1 to 256", optarg);
 			(void)json_add_int64(body, "cpus", (int64_t)v);

@@ -64,6 +64,13 @@ exercise_backend() { # state-dir expected-kind
     # Refusals.
     expect_fail 1 "exists already" s create ws1
     expect_fail 2 "invalid name" s create Bad_Name
+    # A shape's options are checked the same way by create, image snapshot and ci gitlab.
+    expect_fail 2 "create: --memory 0: MiB or a size like 4G" s create ws9 --memory 0
+    expect_fail 2 "create: --memory lots: MiB or a size like 4G" s create ws9 --memory lots
+    expect_fail 2 "create: --cpus 257: a number from 1 to 256" s create ws9 --cpus 257
+    expect_fail 2 "image snapshot: --memory 2X: MiB or a size like 4G" s image snapshot test --memory 2X
+    expect_fail 2 "image snapshot: --cpus 0: 1 to 256" s image snapshot test --cpus 0
+    expect_fail nonzero "--memory 0: MiB or a size like 4G" s ci gitlab prepare --memory 0
     expect_fail 2 "invalid name" s describe ../ws1
     [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$work/run/slated.sock" \
         -X POST -d '{"name":"-x"}' http://slated/v1/workspaces)" = 400 ] || fail "daemon took a bad name"
