@@ -159,30 +159,6 @@ static bool gone(const struct api_error *err)
 	return err->status == 404;
 }
 
-struct progress {
-	const char *what;
-	double t0; /* time_mono_s() */
-};
-
-/* slated's progress events, on stderr (gitlab-runner puts it in the job log). */
-static int on_progress(struct json_object *ev, void *userdata)
-{
-	struct progress *p = userdata;
-	const char *step = NULL, *detail = "";
-	int64_t waiting = -1;
-
-	if (json_get_string(ev, "step", &step) < 0)
-		return 0;
-	(void)json_get_string(ev, "detail", &detail);
-	(void)json_get_int64(ev, "waiting_s", &waiting);
-	fprintf(stderr, "slate: %s: [%5.1fs] %s%s%s", p->what, time_mono_s() - p->t0, step,
-	        *detail ? ": " : "", detail);
-	if (waiting >= 0)
-		fprintf(stderr, " (still waiting, %lld s)", (long long)waiting);
-	fputc('\n', stderr);
-	return 0;
-}
-
 /*
  * Removes the workspace name and its secrets, whatever state it is in: powered off, its secrets
  * removed from its vault (so that they are gone even should the delete fail), deleted. A
@@ -193,15 +169,17 @@ static int ci_remove(const struct slate_ctx *ctx, const char *what, const char *
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL,
 	                                  *list = NULL;
 	struct json_object *arr;
-	struct progress p = {.what = what};
+	char prefix[160];
+	struct slate_progress p = {.prefix = prefix};
 	struct api_error err;
 	char path[512];
 
 	if (!body || json_add_bool(body, "force", true) < 0)
 		return ci_fail(what, "out of memory"), -1;
+	(void)snprintf(prefix, sizeof(prefix), "slate: %s: ", what);
 	p.t0 = time_mono_s();
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/stop", name);
-	if (ci_call(ctx, "POST", path, body, on_progress, &p, &reply, &err) < 0) {
+	if (ci_call(ctx, "POST", path, body, slate_print_progress, &p, &reply, &err) < 0) {
 		if (gone(&err))
 			return 0;
 		/* Not fatal yet: the delete below says whether anything stays. */
@@ -419,7 +397,8 @@ static int ci_prepare(struct slate_ctx *ctx, int argc, char **argv)
 	const char *names[CI_MAX_SECRETS + 1];
 	size_t n_names = 0;
 	char name[WORKSPACE_NAME_MAX + 1], path[256], *end;
-	struct progress p = {.what = what};
+	char prefix[160];
+	struct slate_progress p = {.prefix = prefix};
 	struct api_error err;
 	int opt_index = 0, c, r;
 	unsigned long v;
@@ -541,12 +520,13 @@ static int ci_prepare(struct slate_ctx *ctx, int argc, char **argv)
 		if (add_secret(ctx, what, name, names[i], job_var(names[i]), host) < 0)
 			goto undo;
 
+	(void)snprintf(prefix, sizeof(prefix), "slate: %s: ", what);
 	p.t0 = time_mono_s();
 	fprintf(stderr, "slate: %s: starting %s\n", what, name);
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/start", name);
 	json_object_put(reply);
 	reply = NULL;
-	if (ci_call(ctx, "POST", path, start, on_progress, &p, &reply, &err) < 0) {
+	if (ci_call(ctx, "POST", path, start, slate_print_progress, &p, &reply, &err) < 0) {
 		ci_fail(what, "starting workspace %s: %s", name, err_text(&err));
 		goto undo;
 	}

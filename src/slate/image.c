@@ -214,20 +214,6 @@ static int image_ls_cmd(struct slate_ctx *ctx, int argc, char **argv)
 	return image_ls(ctx, client);
 }
 
-static int snapshot_progress(struct json_object *ev, void *ud)
-{
-	const struct progress *p = ud;
-	const char *step = "?", *detail = "";
-
-	if (p->ctx->json)
-		return 0;
-	(void)json_get_string(ev, "step", &step);
-	(void)json_get_string(ev, "detail", &detail);
-	fprintf(stderr, "[%5.1fs] %s%s%s\n", time_mono_s() - p->start, step, *detail ? ": " : "",
-	        detail);
-	return 0;
-}
-
 static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 {
 	enum { OPT_MEMORY = 1, OPT_CPUS };
@@ -239,7 +225,7 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 	};
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
-	struct progress prog = {.ctx = ctx};
+	struct slate_progress prog = {.ctx = ctx};
 	struct api_error err;
 	char path[128];
 	uint64_t v;
@@ -283,8 +269,9 @@ static int image_snapshot(struct slate_ctx *ctx, int argc, char **argv)
 	(void)snprintf(path, sizeof(path), "/v1/images/%s/snapshot", argv[optind]);
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;
-	prog.start = time_mono_s();
-	if (api_client_call(client, "POST", path, body, snapshot_progress, &prog, &reply, &err) < 0)
+	prog.t0 = time_mono_s();
+	if (api_client_call(client, "POST", path, body, slate_print_progress, &prog, &reply, &err) <
+	    0)
 		return slate_api_fail("image snapshot", &err);
 	json_object_object_del(reply, "type");
 	if (ctx->json)

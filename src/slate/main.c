@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 #include "version.h"
 
 struct command {
@@ -248,6 +249,25 @@ int slate_print_json(struct json_object *obj)
 {
 	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 	                                                 JSON_C_TO_STRING_NOSLASHESCAPE));
+	return 0;
+}
+
+int slate_print_progress(struct json_object *ev, void *userdata)
+{
+	const struct slate_progress *p = userdata;
+	const char *step = NULL, *detail = "";
+	int64_t waiting = -1;
+
+	if ((p->ctx && p->ctx->json) || json_get_string(ev, "step", &step) < 0)
+		return 0;
+	(void)json_get_string(ev, "detail", &detail);
+	/* slated repeats the last step with waiting_s while it waits (on libvirt, the guest). */
+	(void)json_get_int64(ev, "waiting_s", &waiting);
+	fprintf(stderr, "%s[%5.1fs] %s%s%s", p->prefix ? p->prefix : "", time_mono_s() - p->t0,
+	        step, *detail ? ": " : "", detail);
+	if (waiting >= 0)
+		fprintf(stderr, " (still waiting, %lld s)", (long long)waiting);
+	fputc('\n', stderr);
 	return 0;
 }
 

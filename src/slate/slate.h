@@ -85,6 +85,16 @@ int slate_endpoint(const struct slate_ctx *ctx, struct api_endpoint *ret);
 int slate_client(const struct slate_ctx *ctx, struct api_client **ret);
 /* Prints obj on stdout as one pretty JSON document. Returns 0. */
 int slate_print_json(struct json_object *obj);
+/* slated's step/detail progress events of a long operation, on stderr (stdout keeps only the
+ * outcome or the JSON document): "[  1.2s] step: detail", with "(still waiting, N s)" when slated
+ * repeats a step it waits on, behind prefix when set ("slate: ci gitlab prepare: "). Nothing with
+ * ctx->json. The api_client_call progress callback for a struct slate_progress. */
+struct slate_progress {
+	const struct slate_ctx *ctx; /* may be NULL: always printed */
+	const char *prefix;          /* may be NULL */
+	double t0;                   /* time_mono_s() at the start */
+};
+int slate_print_progress(struct json_object *ev, void *userdata);
 
 int cmd_version(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_doctor(struct slate_ctx *ctx, int argc, char **argv);

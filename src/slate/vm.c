@@ -22,37 +22,6 @@
 #include "version.h"
 #include "workspace/workspace.h"
 
-struct progress_ctx {
-	const struct slate_ctx *ctx;
-	double t0; /* time_mono_s() */
-};
-
-static double elapsed(const struct progress_ctx *p)
-{
-	return time_mono_s() - p->t0;
-}
-
-/* Progress goes to stderr, so that stdout holds only the outcome (or the JSON document). */
-static int on_progress(struct json_object *ev, void *userdata)
-{
-	struct progress_ctx *p = userdata;
-	const char *step = "?", *detail = "";
-	int64_t waiting = -1;
-
-	if (p->ctx->json)
-		return 0;
-	(void)json_get_string(ev, "step", &step);
-	(void)json_get_string(ev, "detail", &detail);
-	/* slated repeats the last step with waiting_s while it waits (on libvirt, the guest). */
-	(void)json_get_int64(ev, "waiting_s", &waiting);
-	if (waiting >= 0)
-		fprintf(stderr, "[%5.1fs] %s%s%s (still waiting, %lld s)\n", elapsed(p), step,
-		        *detail ? ": " : "", detail, (long long)waiting);
-	else
-		fprintf(stderr, "[%5.1fs] %s%s%s\n", elapsed(p), step, *detail ? ": " : "", detail);
-	return 0;
-}
-
 static int check_name(struct slate_ctx *ctx, const char *name)
 {
 	if (workspace_name_check(name) < 0)
@@ -79,7 +48,7 @@ static int call_stream(struct slate_ctx *ctx, const char *name, const char *verb
                        struct json_object *body, struct json_object **ret)
 {
 	_cleanup_(api_client_freep) struct api_client *client = NULL;
-	struct progress_ctx p = {.ctx = ctx};
+	struct slate_progress p = {.ctx = ctx};
 	struct api_error err;
 	char path[256];
 
@@ -87,7 +56,7 @@ static int call_stream(struct slate_ctx *ctx, const char *name, const char *verb
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/%s", name, verb);
 	if (slate_client(ctx, &client) < 0)
 		return EXIT_FAILURE;
-	if (api_client_call(client, "POST", path, body, on_progress, &p, ret, &err) < 0)
+	if (api_client_call(client, "POST", path, body, slate_print_progress, &p, ret, &err) < 0)
 		return slate_api_fail(ctx->command, &err);
 	return 0;
 }

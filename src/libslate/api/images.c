@@ -188,18 +188,6 @@ struct snapshot_job {
 	unsigned cpus;
 };
 
-static void snapshot_progress(const char *step, const char *detail, void *userdata)
-{
-	struct json_object *o = json_object_new_object();
-
-	if (!o || json_add_string(o, "step", step) < 0 ||
-	    json_add_string(o, "detail", detail ? detail : "") < 0) {
-		json_object_put(o);
-		return;
-	}
-	(void)api_stream_progress(userdata, o);
-}
-
 static int snapshot_run(struct api_stream *s, void *arg)
 {
 	struct snapshot_job *j = arg;
@@ -207,7 +195,7 @@ static int snapshot_run(struct api_stream *s, void *arg)
 	struct snapshot_made made;
 	struct json_object *res;
 
-	if (daemon_snapshot_make(j->d, j->id, j->memory_mib, j->cpus, snapshot_progress, s, &made,
+	if (daemon_snapshot_make(j->d, j->id, j->memory_mib, j->cpus, api_stream_step, s, &made,
 	                         &err) < 0)
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
 	res = json_object_new_object();

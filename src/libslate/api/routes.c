@@ -227,7 +227,7 @@ static int system_check(struct api_stream *s, void *arg)
 		int dr = daemon_check_domains((struct daemon_ctx *)d, dd, sizeof(dd));
 		(void)check_emit(s, checks, "domains", dr == 0 ? "ok" : "warn", "%s", dd);
 	}
-	r = access("/dev/vhost-vsock", R_OK | W_OK);
+	r = vm_vsock_usable() ? 0 : -ENODEV;
 	(void)check_emit(s, checks, "vsock", r == 0 ? "ok" : "warn", "%s",
 	                 r == 0 ? "/dev/vhost-vsock is present"
 	                        : "no /dev/vhost-vsock: the guest channel uses virtio-serial");

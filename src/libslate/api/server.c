@@ -270,6 +270,18 @@ int api_stream_progress(struct api_stream *s, struct json_object *data)
 	return stream_send(s, ev);
 }
 
+void api_stream_step(const char *step, const char *detail, void *userdata)
+{
+	struct json_object *o = json_object_new_object();
+
+	if (!o || json_add_string(o, "step", step) < 0 ||
+	    json_add_string(o, "detail", detail ? detail : "") < 0) {
+		json_object_put(o);
+		return;
+	}
+	(void)api_stream_progress(userdata, o);
+}
+
 int api_stream_result(struct api_stream *s, struct json_object *data)
 {
 	struct json_object *ev = api_event_new(API_EVENT_RESULT, data);

@@ -99,6 +99,9 @@ int api_reply_upgrade(struct api_reply *r, const char *protocol, api_upgrade_fn 
  * or "error" event; if it returns < 0 without one, an "error" event is sent for it.
  */
 int api_stream_progress(struct api_stream *s, struct json_object *data);
+/* A vm_progress_fn for the daemon's long operations: one progress event {"step", "detail"} on
+ * the stream userdata. A client that left does not stop the operation: it finishes, unobserved. */
+void api_stream_step(const char *step, const char *detail, void *userdata);
 int api_stream_result(struct api_stream *s, struct json_object *data);
 int api_stream_error(struct api_stream *s, const char *code, const char *message);
 const struct api_caller *api_stream_caller(const struct api_stream *s);

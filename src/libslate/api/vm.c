@@ -39,25 +39,6 @@ struct vm_op {
 	unsigned timeout_s;
 };
 
-static void progress(const char *step, const char *detail, void *userdata)
-{
-	struct api_stream *s = userdata;
-	struct json_object *o = json_object_new_object();
-
-	if (!o || json_add_string(o, "step", step) < 0 ||
-	    json_add_string(o, "detail", detail ? detail : "") < 0) {
-		json_object_put(o);
-		return;
-	}
-	/* A client that left does not stop the operation: it finishes, unobserved. */
-	(void)api_stream_progress(s, o);
-}
-
-static void stream_progress(const char *step, const char *detail, void *userdata)
-{
-	progress(step, detail, userdata);
-}
-
 static bool stream_gone(void *userdata)
 {
 	return api_stream_gone(userdata);
@@ -75,7 +56,7 @@ static int start_stream(struct api_stream *s, void *arg)
 	struct json_object *res;
 
 	/* The reply ends the error's journey; slated's log keeps it for whoever runs slated. */
-	if (daemon_start(op->d, op->name, &o, stream_progress, s, stream_gone, &st, &err) < 0) {
+	if (daemon_start(op->d, op->name, &o, api_stream_step, s, stream_gone, &st, &err) < 0) {
 		log_ws(LOG_WARNING, op->name, "%s", err.msg);
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
 	}
@@ -113,7 +94,7 @@ static int stop_stream(struct api_stream *s, void *arg)
 	struct slate_error err = {0};
 	struct json_object *res;
 
-	if (daemon_stop(op->d, op->name, &o, progress, s, &st, &err) < 0)
+	if (daemon_stop(op->d, op->name, &o, api_stream_step, s, &st, &err) < 0)
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
 	res = json_object_new_object();
 	if (!res || json_add_string(res, "name", op->name) < 0 ||
@@ -206,7 +187,7 @@ static int probe_stream(struct api_stream *s, void *arg)
 	struct slate_error err = {0};
 	struct json_object *res = NULL;
 
-	if (daemon_probe(op->d, op->name, &op->o, progress, s, &res, &err) < 0) {
+	if (daemon_probe(op->d, op->name, &op->o, api_stream_step, s, &res, &err) < 0) {
 		log_ws(LOG_WARNING, op->name, "probe of %s: %s", op->name, err.msg);
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
 	}
@@ -282,7 +263,7 @@ static int residue_stream(struct api_stream *s, void *arg)
 	struct slate_error err = {0};
 	struct json_object *res = NULL;
 
-	if (daemon_residue_check(op->d, &op->o, progress, s, &res, &err) < 0) {
+	if (daemon_residue_check(op->d, &op->o, api_stream_step, s, &res, &err) < 0) {
 		log_warning("residue check: %s", err.msg);
 		return api_stream_error(s, api_error_code(err.code, NULL), err.msg), -EIO;
 	}

@@ -99,8 +99,8 @@ static void attach_channel(struct daemon_ctx *d, const char *ws)
 {
 	_cleanup_free_ char *dir = NULL, *sock = NULL;
 
-	if (!d->channels || access("/dev/vhost-vsock", R_OK | W_OK) == 0 ||
-	    daemon_runtime_dir(d, ws, &dir) < 0 || !(sock = fs_path_join(dir, "channel.sock")))
+	if (!d->channels || vm_vsock_usable() || daemon_runtime_dir(d, ws, &dir) < 0 ||
+	    !(sock = fs_path_join(dir, "channel.sock")))
 		return;
 	(void)channels_attach(d->channels, ws, sock);
 }
@@ -249,7 +249,7 @@ static int cid_lookup(unsigned cid, char *workspace, size_t len, void *userdata)
 
 int daemon_domains_start(struct daemon_ctx *d)
 {
-	if (d->channels && access("/dev/vhost-vsock", R_OK | W_OK) == 0) {
+	if (d->channels && vm_vsock_usable()) {
 		int k = channels_listen_vsock(d->channels, cid_lookup, d);
 		if (k < 0)
 			log_warning("cannot listen on vsock port %d: %s", CH_VSOCK_PORT,

@@ -511,7 +511,7 @@ int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t me
 	double t0 = time_mono_s(), t;
 	int r;
 
-	if (access("/dev/vhost-vsock", R_OK | W_OK) == 0)
+	if (vm_vsock_usable())
 		return slate_error_set(err, -EOPNOTSUPP,
 		                       "this host gives guests a vsock channel: starts from booted "
 		                       "snapshots use the virtio-serial channel only");
@@ -648,7 +648,7 @@ int daemon_snapshot_usable(struct daemon_ctx *d, const struct workspace *w, cons
 		return *why = "its disk is not a fresh clone of the base", -ESTALE;
 	if (w->n_shares > 0)
 		return *why = "it has shared folders", -EOPNOTSUPP;
-	if (access("/dev/vhost-vsock", R_OK | W_OK) == 0)
+	if (vm_vsock_usable())
 		return *why = "the guest channel is vsock", -EOPNOTSUPP;
 	return 0;
 }

@@ -526,7 +526,7 @@ static void start_vm_config(struct start_run *st)
 	        .cmdline = p->cmdline,
 	        .console_log = p->log,
 	        .channel_socket = p->sock,
-	        .vsock = access("/dev/vhost-vsock", R_OK | W_OK) == 0,
+	        .vsock = vm_vsock_usable(),
 	        .shares = p->shares,
 	        .n_shares = w->n_shares < VM_MAX_SHARES ? w->n_shares : VM_MAX_SHARES,
 	};

@@ -216,3 +216,8 @@ void vm_disk_io_failed(const char *io)
 	}
 	pthread_mutex_unlock(&lock);
 }
+
+bool vm_vsock_usable(void)
+{
+	return access("/dev/vhost-vsock", R_OK | W_OK) == 0;
+}

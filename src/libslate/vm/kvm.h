@@ -29,3 +29,7 @@ const char *vm_accel_name(bool kvm);
  * "native". vm_disk_io_failed() records that. */
 const char *vm_disk_io(void);
 void vm_disk_io_failed(const char *io);
+
+/* Whether this host can give guests a vhost-vsock device (/dev/vhost-vsock opens read-write);
+ * without one the guest channel is a virtio-serial port (doc/guest-channel.md). */
+bool vm_vsock_usable(void);
