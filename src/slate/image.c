@@ -63,10 +63,18 @@ static int image_ls(struct slate_ctx *ctx, struct api_client *client)
 			     k++) {
 				struct json_object *sn = json_object_array_get_idx(sa, k);
 				int64_t m = 0, c = 0;
+				bool making = false;
+				const char *step = "";
 				(void)json_get_int64(sn, "memory_mib", &m);
 				(void)json_get_int64(sn, "cpus", &c);
-				o += (size_t)snprintf(snaps + o, sizeof(snaps) - o, "%s%lldMx%lld",
-				                      o ? "," : "", (long long)m, (long long)c);
+				/* One being made shows its step: "512Mx1(making:saving)". */
+				(void)json_get_bool(sn, "making", &making);
+				(void)json_get_string(sn, "step", &step);
+				o += (size_t)snprintf(snaps + o, sizeof(snaps) - o,
+				                      "%s%lldMx%lld%s%s%s", o ? "," : "",
+				                      (long long)m, (long long)c,
+				                      making ? "(making:" : "", making ? step : "",
+				                      making ? ")" : "");
 			}
 		}
 		printf("%-24s %-8lld %-16s %-9s %10s  %s\n", id, (long long)version,

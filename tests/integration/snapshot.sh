@@ -158,11 +158,17 @@ start_slated -- --boot-snapshots auto
 s create "$ws256" --memory 256 --cpus 1 --home-size 64M >/dev/null
 startj "$ws256"
 [ "$(restored "$ws256")" = false ] || fail "$ws256 restored a snapshot that did not exist"
-for _ in $(seq 120); do
-    s image ls | grep -q "256Mx1" && break
-    sleep 1
+# image ls shows it being made (its step), then made.
+seen_making=
+for _ in $(seq 240); do
+    s image ls >"$work/ls.out"
+    grep -q "256Mx1(making:[a-z]*)" "$work/ls.out" && seen_making=$(grep -o "256Mx1([^)]*)" "$work/ls.out")
+    grep -q "256Mx1\($\|,\)" "$work/ls.out" && break
+    sleep 0.5
 done
-s image ls | grep -q "256Mx1" || { tail -20 "$work/slated.log"; fail "no 256 MiB snapshot was made"; }
+grep -q "256Mx1\($\|,\)" "$work/ls.out" || { tail -20 "$work/slated.log"; fail "no 256 MiB snapshot was made"; }
+[ -n "$seen_making" ] || fail "image ls never showed the background snapshot being made"
+log "image ls showed $seen_making while it was made"
 s create "$ws256b" --memory 256 --cpus 1 --home-size 64M >/dev/null
 startj "$ws256b"
 [ "$(restored "$ws256b")" = true ] || fail "the snapshot made in the background was not used"

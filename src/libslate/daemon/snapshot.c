@@ -501,11 +501,108 @@ static int make_install(struct snap_make *m, const struct snapshot_made *made,
 	return 0;
 }
 
+/* ---- snapshots being made, for the image list ---- */
+
+#define MAKING_MAX 4
+
+/* A snapshot being made (by a request or in the background), its last step. */
+struct making {
+	bool used;
+	char image[IMAGE_ID_MAX + 1];
+	char key[SNAPSHOT_KEY_LEN + 1];
+	uint64_t memory_mib;
+	unsigned cpus;
+	char step[32];
+	double since;
+	/* The caller's progress, which this passes each step on to. */
+	vm_progress_fn progress;
+	void *userdata;
+};
+
+static pthread_mutex_t making_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct making making[MAKING_MAX];
+
+static void making_step(const char *step, const char *detail, void *userdata)
+{
+	struct making *mk = userdata;
+
+	pthread_mutex_lock(&making_lock);
+	(void)snprintf(mk->step, sizeof(mk->step), "%s", step);
+	pthread_mutex_unlock(&making_lock);
+	if (mk->progress)
+		mk->progress(step, detail, mk->userdata);
+}
+
+/* A slot for the snapshot key of image being made from now on; NULL when all are taken (it is
+ * made all the same, unlisted). */
+static struct making *making_begin(const char *image, const char *key, uint64_t memory_mib,
+                                   unsigned cpus, vm_progress_fn progress, void *userdata)
+{
+	struct making *mk = NULL;
+
+	pthread_mutex_lock(&making_lock);
+	for (size_t i = 0; i < MAKING_MAX && !mk; i++) {
+		if (making[i].used)
+			continue;
+		mk = &making[i];
+		*mk = (struct making){.used = true,
+		                      .memory_mib = memory_mib,
+		                      .cpus = cpus,
+		                      .since = time_mono_s(),
+		                      .progress = progress,
+		                      .userdata = userdata};
+		(void)snprintf(mk->image, sizeof(mk->image), "%s", image);
+		(void)snprintf(mk->key, sizeof(mk->key), "%s", key);
+		(void)snprintf(mk->step, sizeof(mk->step), "starting");
+	}
+	pthread_mutex_unlock(&making_lock);
+	return mk;
+}
+
+static void making_end(struct making **mk)
+{
+	if (!*mk)
+		return;
+	pthread_mutex_lock(&making_lock);
+	(*mk)->used = false;
+	pthread_mutex_unlock(&making_lock);
+	*mk = NULL;
+}
+
+/* Adds {key, memory_mib, cpus, making: true, step, since_s} to arr for each of image's. */
+static int making_list(const char *image, struct json_object *arr)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&making_lock);
+	for (size_t i = 0; i < MAKING_MAX && r >= 0; i++) {
+		const struct making *mk = &making[i];
+		struct json_object *o;
+
+		if (!mk->used || strcmp(mk->image, image) != 0)
+			continue;
+		o = json_object_new_object();
+		if (!o || json_add_string(o, "key", mk->key) < 0 ||
+		    json_add_int64(o, "memory_mib", (int64_t)mk->memory_mib) < 0 ||
+		    json_add_int64(o, "cpus", mk->cpus) < 0 ||
+		    json_add_bool(o, "making", true) < 0 ||
+		    json_add_string(o, "step", mk->step) < 0 ||
+		    json_add(o, "since_s", json_object_new_double(time_mono_s() - mk->since)) < 0 ||
+		    json_object_array_add(arr, o) < 0) {
+			json_object_put(o);
+			r = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&making_lock);
+	return r;
+}
+
 int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t memory_mib,
                          unsigned cpus, vm_progress_fn progress, void *userdata,
                          struct snapshot_made *ret, struct slate_error *err)
 {
 	_cleanup_(snap_make_done) struct snap_make m = {.snap_fd = -1, .tmp_fd = -1, .lock_fd = -1};
+	_cleanup_(making_end) struct making *mk = NULL;
 	struct snapshot_made made = {0};
 	char lock[64];
 	double t0 = time_mono_s(), t;
@@ -542,6 +639,12 @@ int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t me
 		made.existed = true;
 		*ret = made;
 		return 0;
+	}
+	/* Listed as being made from here (image ls), each step passed on to the caller. */
+	mk = making_begin(image_id, m.s.key, memory_mib, cpus, progress, userdata);
+	if (mk) {
+		progress = making_step;
+		userdata = mk;
 	}
 	(void)snprintf(m.domain, sizeof(m.domain), SNAPSHOT_DOMAIN_PREFIX "%s", m.s.key);
 	(void)snprintf(m.ws_name, sizeof(m.ws_name), ".snapshot-%s", m.s.key);
@@ -743,6 +846,9 @@ int daemon_snapshot_list(struct daemon_ctx *d, const char *image_id, struct json
 		return -ENOMEM;
 	r = open_snap_dir(d, image_id, false, &snap_fd);
 	if (r == -ENOENT) {
+		r = making_list(image_id, arr);
+		if (r < 0)
+			return r;
 		*ret = TAKE_PTR(arr);
 		return 0;
 	}
@@ -761,6 +867,9 @@ int daemon_snapshot_list(struct daemon_ctx *d, const char *image_id, struct json
 			return -ENOMEM;
 		}
 	}
+	r = making_list(image_id, arr);
+	if (r < 0)
+		return r;
 	*ret = TAKE_PTR(arr);
 	return 0;
 }
