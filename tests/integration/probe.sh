@@ -86,7 +86,7 @@ backend() {
     printf '%s\n' "$conf" >"$work/slate-$kind.conf"
     start_slated -- --config "$work/slate-$kind.conf"
     import_test_image
-    s create "$name" --memory 512 >/dev/null
+    s create "$name" --memory 512 --cpus 1 >/dev/null
     s start "$name" >/dev/null 2>"$work/start.err" || fail "start $name: $(cat "$work/start.err")"
     s exec --user root "$name" -- sh -c 'head -c 4194304 /dev/urandom >/var/tmp/keep &&
         head -c 4194304 /dev/urandom >/home/slate/keep && sync' || fail "writing the files to keep"
@@ -126,7 +126,7 @@ pool-size = 2G" "$xmnt"
 state=$bmnt/state-btrfs
 start_slated -- --config "$work/slate-btrfs.conf"
 name=pb$$-leak
-s create "$name" --memory 512 >/dev/null
+s create "$name" --memory 512 --cpus 1 >/dev/null
 dirty=$work/dirty.img
 { yes "$marker .env AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCY" || true; } | head -c 192M >"$dirty"
 loop=$(losetup -f --show "$dirty")
