@@ -26,6 +26,7 @@
 #include "daemon/domains.h"
 #include "daemon/egress.h"
 #include "daemon/limits.h"
+#include "daemon/snapshot.h"
 #include "helper/client.h"
 #include "image/postinstall.h"
 #include "image/store.h"
@@ -889,6 +890,8 @@ int main(int argc, char **argv)
 	log_info("signal %d: shutting down", sig);
 	/* Domains belong to libvirt: they keep running, and the next start picks them up. */
 	(void)sd_notify(0, "STOPPING=1\nSTATUS=stopping; running workspaces keep running");
+	/* Snapshot domains are slated's own, not workspaces: none outlives it. */
+	daemon_snapshot_stop(&ctx);
 	api_server_stop(TAKE_PTR(server));
 	daemon_egress_stop(&ctx);
 	daemon_agent_stop(&ctx);

@@ -23,10 +23,10 @@ export SLATE_TEST_SNAPSHOTS=
 ensure_libvirt
 ensure_test_image
 
-wa=snapalpha$$ wb=snapbravo$$ wc=snapcold$$ wd=snapbroken$$ wsec=snapsecret$$
+wa=snapalpha$$ wb=snapbravo$$ wc=snapcold$$ wd=snapbroken$$ wsec=snapsecret$$ ws384=snapstop$$
 ws256=snapsmall$$ ws256b=snapsmallb$$ wsh=snapshape$$
 on_exit destroy_domains "slate-$wa" "slate-$wb" "slate-$wc" "slate-$wd" "slate-$wsec" \
-    "slate-$ws256" "slate-$ws256b" "slate-$wsh"
+    "slate-$ws256" "slate-$ws256b" "slate-$wsh" "slate-$ws384"
 on_exit stop_slated
 
 mnt=$(make_loop_fs btrfs snapshot 4G)
@@ -169,6 +169,26 @@ done
 grep -q "256Mx1\($\|,\)" "$work/ls.out" || { tail -20 "$work/slated.log"; fail "no 256 MiB snapshot was made"; }
 [ -n "$seen_making" ] || fail "image ls never showed the background snapshot being made"
 log "image ls showed $seen_making while it was made"
+# slated stopping while it makes one in the background cuts it short: no snapshot domain and
+# no staging directory outlive it (a demo's slated used to leave the domain running).
+s create "$ws384" --memory 384 --cpus 1 --home-size 64M >/dev/null
+startj "$ws384"
+for _ in $(seq 120); do
+    s image ls | grep -q "384Mx1(making:" && break
+    sleep 0.25
+done
+s image ls | grep -q "384Mx1(making:" || fail "the 384 MiB snapshot was not being made"
+stop_slated
+if v list --name | grep -q "^slate\.snapshot-"; then
+    fail "a snapshot domain outlived slated: $(v list --name)"
+fi
+if ls -a "$state/images/test/snapshots" | grep -q "^\.tmp-"; then
+    fail "a staging directory outlived slated: $(ls -a "$state/images/test/snapshots")"
+fi
+grep -q "cutting short the booted snapshots being made" "$work/slated.log" ||
+    fail "slated did not say it cut the snapshot short"
+start_slated -- --boot-snapshots auto
+s stop --force "$ws384" >/dev/null 2>&1 || true
 s create "$ws256b" --memory 256 --cpus 1 --home-size 64M >/dev/null
 startj "$ws256b"
 [ "$(restored "$ws256b")" = true ] || fail "the snapshot made in the background was not used"

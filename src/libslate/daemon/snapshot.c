@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,11 @@ const char *snapshot_mode_name(enum snapshot_mode m)
 {
 	return (size_t)m < ELEMENTSOF(mode_names) ? mode_names[m] : "?";
 }
+
+/* The snapshots being made (below, "snapshots being made") and whether slated is stopping
+ * (daemon_snapshot_stop): then nothing new is made. */
+static pthread_mutex_t making_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool making_stopped;
 
 static void say(vm_progress_fn progress, void *userdata, const char *step, const char *detail)
 {
@@ -386,7 +392,13 @@ static int make_boot(struct snap_make *m, vm_progress_fn progress, void *userdat
 	say(progress, userdata, "booting",
 	    m->s.sh.kvm ? "the base, once (KVM)" : "the base, once (TCG: slower)");
 	t0 = time_mono_s();
-	m->dom = virDomainCreateXML(m->s.conn, xml, 0);
+	/* Under making_lock: daemon_snapshot_stop either sees this domain or stopped it first. */
+	pthread_mutex_lock(&making_lock);
+	if (!atomic_load(&making_stopped))
+		m->dom = virDomainCreateXML(m->s.conn, xml, 0);
+	pthread_mutex_unlock(&making_lock);
+	if (!m->dom && atomic_load(&making_stopped))
+		return slate_error_set(err, -ECANCELED, "slated is stopping");
 	if (!m->dom)
 		return slate_error_set(err, -EIO, "cannot start %s: %s", m->domain,
 		                       vm_last_error());
@@ -503,7 +515,7 @@ static int make_install(struct snap_make *m, const struct snapshot_made *made,
 
 /* ---- snapshots being made, for the image list ---- */
 
-#define MAKING_MAX 4
+#define MAKING_MAX 8
 
 /* A snapshot being made (by a request or in the background), its last step. */
 struct making {
@@ -519,7 +531,6 @@ struct making {
 	void *userdata;
 };
 
-static pthread_mutex_t making_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct making making[MAKING_MAX];
 
 static void making_step(const char *step, const char *detail, void *userdata)
@@ -533,15 +544,15 @@ static void making_step(const char *step, const char *detail, void *userdata)
 		mk->progress(step, detail, mk->userdata);
 }
 
-/* A slot for the snapshot key of image being made from now on; NULL when all are taken (it is
- * made all the same, unlisted). */
+/* A slot for the snapshot key of image being made from now on; NULL when all are taken or
+ * slated is stopping (then it is not made). */
 static struct making *making_begin(const char *image, const char *key, uint64_t memory_mib,
                                    unsigned cpus, vm_progress_fn progress, void *userdata)
 {
 	struct making *mk = NULL;
 
 	pthread_mutex_lock(&making_lock);
-	for (size_t i = 0; i < MAKING_MAX && !mk; i++) {
+	for (size_t i = 0; i < MAKING_MAX && !mk && !atomic_load(&making_stopped); i++) {
 		if (making[i].used)
 			continue;
 		mk = &making[i];
@@ -640,12 +651,16 @@ int daemon_snapshot_make(struct daemon_ctx *d, const char *image_id, uint64_t me
 		*ret = made;
 		return 0;
 	}
-	/* Listed as being made from here (image ls), each step passed on to the caller. */
+	/* Listed as being made from here (image ls), each step passed on to the caller; what
+	 * daemon_snapshot_stop finds to cut short. */
 	mk = making_begin(image_id, m.s.key, memory_mib, cpus, progress, userdata);
-	if (mk) {
-		progress = making_step;
-		userdata = mk;
-	}
+	if (!mk)
+		return slate_error_set(
+		        err, atomic_load(&making_stopped) ? -ECANCELED : -EBUSY, "%s",
+		        atomic_load(&making_stopped) ? "slated is stopping"
+		                                     : "too many snapshots are being made");
+	progress = making_step;
+	userdata = mk;
 	(void)snprintf(m.domain, sizeof(m.domain), SNAPSHOT_DOMAIN_PREFIX "%s", m.s.key);
 	(void)snprintf(m.ws_name, sizeof(m.ws_name), ".snapshot-%s", m.s.key);
 	r = daemon_limits_admit(d, m.domain, m.domain, memory_mib, progress, userdata, NULL, err);
@@ -1062,4 +1077,50 @@ int daemon_guest_identity(struct daemon_ctx *d, const char *name, unsigned timeo
 		log_ws(LOG_DEBUG, name, "identity: %s; trying again", slate_error_text(err));
 		(void)usleep(200 * 1000);
 	}
+}
+
+void daemon_snapshot_stop(struct daemon_ctx *d)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	bool told = false;
+
+	atomic_store(&making_stopped, true);
+	for (unsigned i = 0; i < 150; i++) {
+		char doms[MAKING_MAX][sizeof(SNAPSHOT_DOMAIN_PREFIX) + SNAPSHOT_KEY_LEN];
+		size_t n = 0;
+		bool busy;
+
+		pthread_mutex_lock(&later_lock);
+		busy = later_running > 0;
+		pthread_mutex_unlock(&later_lock);
+		pthread_mutex_lock(&making_lock);
+		for (size_t k = 0; k < MAKING_MAX; k++) {
+			if (!making[k].used)
+				continue;
+			busy = true;
+			(void)snprintf(doms[n++], sizeof(doms[0]), SNAPSHOT_DOMAIN_PREFIX "%s",
+			               making[k].key);
+		}
+		pthread_mutex_unlock(&making_lock);
+		if (!busy)
+			return;
+		if (!told) {
+			log_info("stopping: cutting short the booted snapshots being made");
+			told = true;
+		}
+		/* Its maker sees the guest go (or its save fail) and removes what it staged. */
+		if (!conn)
+			(void)vm_connect(d->libvirt_uri, &conn);
+		for (size_t k = 0; conn && k < n; k++) {
+			virDomainPtr dom = virDomainLookupByName(conn, doms[k]);
+			if (dom) {
+				if (virDomainIsActive(dom) == 1)
+					(void)virDomainDestroy(dom);
+				virDomainFree(dom);
+			}
+		}
+		(void)usleep(100 * 1000);
+	}
+	log_warning("stopping: a booted snapshot is still being made after 15 s; the next start "
+	            "removes what it leaves");
 }

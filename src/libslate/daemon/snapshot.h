@@ -75,6 +75,11 @@ int daemon_snapshot_list(struct daemon_ctx *d, const char *image_id, struct json
 /* Removes what an interrupted making left: its domain, its staging directory. */
 void daemon_snapshot_sweep(struct daemon_ctx *d);
 
+/* slated is stopping: no snapshot is made from now on, and the ones being made (in the
+ * background or for a request) are cut short, their domains destroyed and their staging
+ * directories removed; returns once they are gone (15 s at most). */
+void daemon_snapshot_stop(struct daemon_ctx *d);
+
 /*
  * A start's restore (daemon/start.c): with c the workspace's domain settings (c->disk its
  * disk.img), finds the snapshot it can use (-ENOENT when there is none), replaces disk.img with
