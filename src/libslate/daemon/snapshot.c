@@ -897,12 +897,22 @@ void daemon_snapshot_sweep(struct daemon_ctx *d)
 	size_t n = 0;
 	int nd;
 
-	if (vm_connect(d->libvirt_uri, &conn) >= 0 &&
+	_cleanup_free_ char *mine = NULL;
+
+	/* Only this slated's: its disk lies below our state directory. Another slated on the same
+	 * libvirt (a test's, a user's) may be making one right now, under the same name. */
+	if (asprintf(&mine, "%s/", d->state_dir) < 0)
+		mine = NULL;
+	if (mine && vm_connect(d->libvirt_uri, &conn) >= 0 &&
 	    (nd = virConnectListAllDomains(conn, &doms, 0)) >= 0) {
 		for (int i = 0; i < nd; i++) {
 			const char *name = virDomainGetName(doms[i]);
-			if (name && strncmp(name, SNAPSHOT_DOMAIN_PREFIX,
-			                    strlen(SNAPSHOT_DOMAIN_PREFIX)) == 0) {
+			_cleanup_free_ char *xml = NULL;
+
+			if (name &&
+			    strncmp(name, SNAPSHOT_DOMAIN_PREFIX, strlen(SNAPSHOT_DOMAIN_PREFIX)) ==
+			            0 &&
+			    (xml = virDomainGetXMLDesc(doms[i], 0)) && strstr(xml, mine)) {
 				log_notice("removing %s, left by an interrupted snapshot", name);
 				(void)virDomainDestroy(doms[i]);
 				(void)virDomainUndefine(doms[i]);
