@@ -111,15 +111,22 @@ int slate_egress_option(const struct slate_ctx *ctx, const char *opt, const char
 	return 0;
 }
 
+/* A plain decimal number (digits only, no sign or suffix) into *ret. 0 or -EINVAL. */
+static int parse_decimal(const char *arg, uint64_t *ret)
+{
+	char *end;
+
+	errno = 0;
+	*ret = strtoull(arg, &end, 10);
+	return errno || end == arg || *end || arg[0] == '-' ? -EINVAL : 0;
+}
+
 int slate_parse_memory(const char *arg, uint64_t *ret_mib)
 {
 	uint64_t v;
-	char *end;
 
 	/* MiB, as slate(1) says; a unit suffix is accepted too ("4G"). */
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (errno || end == arg || *end) {
+	if (parse_decimal(arg, &v) < 0) {
 		if (size_parse(arg, &v) < 0)
 			return -EINVAL;
 		v >>= 20;
@@ -133,11 +140,8 @@ int slate_parse_memory(const char *arg, uint64_t *ret_mib)
 int slate_parse_cpus(const char *arg, uint64_t *ret)
 {
 	uint64_t v;
-	char *end;
 
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (errno || end == arg || *end || v == 0 || v > 256)
+	if (parse_decimal(arg, &v) < 0 || v == 0 || v > 256)
 		return -EINVAL;
 	*ret = v;
 	return 0;
