@@ -54,7 +54,8 @@ s start $ws >/dev/null 2>"$work/err" || fail "start: $(cat "$work/err")"
 t1=$(date +%s%N)
 ms() { echo "$((($2 - $1) / 1000000))"; }
 log "cold start to slate-guest ready: $(ms "$t0" "$t1") ms"
-[ "$(s exec $ws -- hostname)" = slate-browser ] || fail "the guest is not the browser image"
+[ "$(s exec $ws -- sed -n 's/^ID=//p' /etc/os-release)" = slate-browser ] ||
+    fail "the guest is not the browser image: $(s exec $ws -- cat /etc/os-release)"
 [ "$(s exec $ws -- id -u)" = 1000 ] || fail "exec does not run as the workspace user"
 
 # Chromium in a session of its own (the exec's process group is hung up when it ends), its
