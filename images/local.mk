@@ -59,5 +59,17 @@ uninstall-installer-files:
 	rm -f "$(DESTDIR)$(installerdir)/vmlinuz" "$(DESTDIR)$(installerdir)/initrd.img"
 	-rmdir "$(DESTDIR)$(installerdir)" 2>/dev/null
 
+# The browser image (issue 24, images/browser/README.md): the test image's recipe with
+# chromium-headless-shell, on a 1 GiB disk. Like test-image, it does nothing when its inputs match.
+BROWSER_IMAGE_DIR = $(abs_top_builddir)/images/browser/out
+EXTRA_DIST += images/browser/build images/browser/README.md
+browser-image: slate-guest$(EXEEXT)
+	top_builddir=$(abs_top_builddir) $(top_srcdir)/images/browser/build --out $(BROWSER_IMAGE_DIR) \
+		--slate-guest $(abs_top_builddir)/slate-guest$(EXEEXT)
+
+# Removes the built browser image and its package cache.
+clean-browser-image:
+	rm -rf $(BROWSER_IMAGE_DIR)
+
 .PHONY: test-image demo clean-test-image install-installer install-installer-files \
-	uninstall-installer-files
+	uninstall-installer-files browser-image clean-browser-image
