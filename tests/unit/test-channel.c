@@ -644,6 +644,50 @@ static void test_guest_open(void **state)
 	assert_int_equal(info().errors, 0);
 }
 
+/* A browser VM's channel (CHANNEL_ROLE_BROWSER) reaches only the services registered for its
+ * role, and they are told the workspace it belongs to, not its own key. */
+static void test_guest_roles(void **state)
+{
+	static struct pframe f;
+	uint8_t b[4 + CH_MAX_SERVICE];
+	int n;
+
+	assert_int_equal(channels_register_for(C, "http-proxy",
+	                                       CHANNEL_ROLE_WORKSPACE | CHANNEL_ROLE_BROWSER,
+	                                       echo_service, NULL),
+	                 0);
+	assert_int_equal(channels_register_for(C, "x", 0, echo_service, NULL), -EINVAL);
+	assert_int_equal(channels_register_for(C, "x", 8, echo_service, NULL), -EINVAL);
+	/* The same key cannot change its owner or role while attached. */
+	assert_int_equal(channels_attach_as(C, WS, "other", CHANNEL_ROLE_BROWSER, sock_path),
+	                 -EEXIST);
+	/* The workspace's connection (setup's) goes; a browser VM's comes on the same socket. */
+	peer_accept();
+	channels_detach(C, WS);
+	peer_close();
+	assert_int_equal(channels_attach_as(C, WS, "owner-ws", 3, sock_path), -EINVAL);
+	assert_int_equal(channels_attach_as(C, WS, "owner-ws", CHANNEL_ROLE_BROWSER, sock_path), 0);
+	session_up();
+
+	/* The SSH agent is a workspace's service: unknown to a browser VM. */
+	n = ch_open_payload(b, CH_INITIAL_WINDOW, "ssh-agent");
+	peer_send(CH_OPEN, 1, b, (uint32_t)n);
+	peer_expect(&f, CH_OPEN_FAIL);
+	assert_int_equal(f.stream, 1);
+	assert_int_equal(ch_get_u32(f.payload), CH_FAIL_UNKNOWN_SERVICE);
+
+	n = ch_open_payload(b, CH_INITIAL_WINDOW, "http-proxy");
+	peer_send(CH_OPEN, 3, b, (uint32_t)n);
+	peer_expect(&f, CH_OPEN_OK);
+	assert_int_equal(f.stream, 3);
+	peer_send(CH_DATA, 3, "ping", 4);
+	peer_expect(&f, CH_DATA);
+	assert_memory_equal(f.payload, "ping", 4);
+	pthread_mutex_lock(&svc_lock);
+	assert_string_equal(svc_workspace, "owner-ws");
+	pthread_mutex_unlock(&svc_lock);
+}
+
 static void test_stream_limit(void **state)
 {
 	static struct pframe f;
@@ -827,6 +871,7 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_window_host, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_guest_open, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_guest_roles, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stream_limit, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_switch_path, setup, teardown),
 	};

@@ -38,6 +38,10 @@
 struct ws {
 	struct channels *c;
 	char name[CHANNELS_NAME_MAX];
+	/* Who the channel speaks for: the workspace whose services its streams reach (a browser
+	 * VM's is its workspace's), and what kind of guest it is (CHANNEL_ROLE_*). */
+	char owner[CHANNELS_NAME_MAX];
+	unsigned role;
 	char *path;    /* the serial socket; NULL: vsock only */
 	bool attached; /* by channels_attach() */
 	struct mux *mux;
@@ -52,6 +56,7 @@ struct ws {
 
 struct service {
 	char name[CH_MAX_SERVICE + 1];
+	unsigned roles; /* the CHANNEL_ROLE_* of the guests that may open it */
 	channel_service_fn fn;
 	void *userdata;
 };
@@ -257,6 +262,8 @@ static struct ws *ws_new(struct channels *c, const char *name)
 	w->c = c;
 	w->fd = -1;
 	(void)snprintf(w->name, sizeof(w->name), "%s", name);
+	(void)snprintf(w->owner, sizeof(w->owner), "%s", name);
+	w->role = CHANNEL_ROLE_WORKSPACE;
 	if (mux_new(name, &ws_mux_ops, w, &w->mux) < 0) {
 		free(w);
 		return NULL;
@@ -349,9 +356,11 @@ static int ops_accept(void *userdata, const char *service, int *ret_fd)
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return -ENOMEM;
+	/* A service the guest's role may not open is as unknown to it as one never registered:
+	 * a browser VM cannot reach the SSH agent by asking (doc/guest-channel.md). */
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < c->n_services; i++)
-		if (streq(c->services[i].name, service)) {
+		if (streq(c->services[i].name, service) && (c->services[i].roles & w->role)) {
 			sc->fn = c->services[i].fn;
 			sc->userdata = c->services[i].userdata;
 		}
@@ -366,7 +375,7 @@ static int ops_accept(void *userdata, const char *service, int *ret_fd)
 	}
 	(void)fcntl(sv[1], F_SETFL, O_NONBLOCK);
 	sc->fd = sv[0];
-	(void)snprintf(sc->workspace, sizeof(sc->workspace), "%s", w->name);
+	(void)snprintf(sc->workspace, sizeof(sc->workspace), "%s", w->owner);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* A stream's thread may live as long as the stream (a thousand idle proxy tunnels are a
@@ -450,7 +459,8 @@ static void on_tick(struct loop *l, void *userdata)
 
 struct attach_call {
 	struct channels *c;
-	const char *workspace, *path;
+	const char *workspace, *owner, *path;
+	unsigned role;
 	int r;
 };
 
@@ -466,6 +476,16 @@ static void do_attach(void *p)
 			a->r = -ENOMEM;
 			return;
 		}
+	}
+	if (!w->attached && !w->connected) {
+		/* A new channel, or one that no longer runs: it takes the caller's role. */
+		pthread_mutex_lock(&a->c->lock);
+		(void)snprintf(w->owner, sizeof(w->owner), "%s", a->owner);
+		w->role = a->role;
+		pthread_mutex_unlock(&a->c->lock);
+	} else if (w->role != a->role || !streq(w->owner, a->owner)) {
+		a->r = -EEXIST;
+		return;
 	}
 	same = (!w->path && !a->path) || (w->path && a->path && streq(w->path, a->path));
 	w->attached = true;
@@ -772,10 +792,18 @@ void channels_free(struct channels *c)
 
 int channels_attach(struct channels *c, const char *workspace, const char *socket_path)
 {
-	struct attach_call a = {.c = c, .workspace = workspace, .path = socket_path};
+	return channels_attach_as(c, workspace, workspace, CHANNEL_ROLE_WORKSPACE, socket_path);
+}
+
+int channels_attach_as(struct channels *c, const char *key, const char *owner, unsigned role,
+                       const char *socket_path)
+{
+	struct attach_call a = {
+	        .c = c, .workspace = key, .owner = owner, .role = role, .path = socket_path};
 	int r;
 
-	if (!name_valid(workspace))
+	if (!name_valid(key) || !name_valid(owner) ||
+	    (role != CHANNEL_ROLE_WORKSPACE && role != CHANNEL_ROLE_BROWSER))
 		return -EINVAL;
 	if (socket_path &&
 	    (!*socket_path || strlen(socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)))
@@ -878,9 +906,16 @@ int channels_open(struct channels *c, const char *workspace, const char *service
 int channels_register(struct channels *c, const char *service, channel_service_fn fn,
                       void *userdata)
 {
+	return channels_register_for(c, service, CHANNEL_ROLE_WORKSPACE, fn, userdata);
+}
+
+int channels_register_for(struct channels *c, const char *service, unsigned roles,
+                          channel_service_fn fn, void *userdata)
+{
 	int r = 0;
 
-	if (!service || !ch_service_valid(service) || !fn)
+	if (!service || !ch_service_valid(service) || !fn || !roles ||
+	    (roles & ~(CHANNEL_ROLE_WORKSPACE | CHANNEL_ROLE_BROWSER)))
 		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < c->n_services; i++)
@@ -891,6 +926,7 @@ int channels_register(struct channels *c, const char *service, channel_service_f
 	if (r == 0) {
 		struct service *s = &c->services[c->n_services++];
 		(void)snprintf(s->name, sizeof(s->name), "%s", service);
+		s->roles = roles;
 		s->fn = fn;
 		s->userdata = userdata;
 	}

@@ -30,6 +30,24 @@ void channels_free(struct channels *c);
  * -ENOMEM.
  */
 int channels_attach(struct channels *c, const char *workspace, const char *socket_path);
+
+/*
+ * What kind of guest a channel leads to. Each service says which kinds may open it; the rest
+ * get OPEN_FAIL "unknown service", as for a name never registered. A workspace's guest may open
+ * every service registered with channels_register(); a browser VM (daemon/browser.h) only those
+ * registered for CHANNEL_ROLE_BROWSER (the egress proxy), never the SSH agent.
+ */
+enum {
+	CHANNEL_ROLE_WORKSPACE = 1u << 0,
+	CHANNEL_ROLE_BROWSER = 1u << 1,
+};
+/*
+ * channels_attach() for a channel under key (what channels_open() and friends take) that speaks
+ * for workspace owner (what services are told) as a guest of one role. -EEXIST when key is
+ * attached or connected already under another owner or role.
+ */
+int channels_attach_as(struct channels *c, const char *key, const char *owner, unsigned role,
+                       const char *socket_path);
 /* Stops reconnecting and closes the connection; every stream's fd sees EOF/ECONNRESET. */
 void channels_detach(struct channels *c, const char *workspace);
 /* Waits until the workspace's channel has a session (the guest answered HELLO), up to
@@ -57,6 +75,10 @@ int channels_open(struct channels *c, const char *workspace, const char *service
 typedef void (*channel_service_fn)(int fd, const char *workspace, void *userdata);
 int channels_register(struct channels *c, const char *service, channel_service_fn fn,
                       void *userdata);
+/* The same for the guests of the given roles (a mask of CHANNEL_ROLE_*); channels_register()
+ * is CHANNEL_ROLE_WORKSPACE only. */
+int channels_register_for(struct channels *c, const char *service, unsigned roles,
+                          channel_service_fn fn, void *userdata);
 
 struct channel_info {
 	bool attached, connected, ready;

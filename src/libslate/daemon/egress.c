@@ -275,7 +275,11 @@ int daemon_egress_start(struct daemon_ctx *d)
 	service.proxy = p;
 	service.stopped = false;
 	pthread_mutex_unlock(&service.lock);
-	r = channels_register(d->channels, "http-proxy", proxy_stream, &service);
+	/* A workspace's browser VM (daemon/browser.h) goes out through its workspace's policy and
+	 * secret bindings: the stream is told that workspace's name. */
+	r = channels_register_for(d->channels, "http-proxy",
+	                          CHANNEL_ROLE_WORKSPACE | CHANNEL_ROLE_BROWSER, proxy_stream,
+	                          &service);
 	if (r < 0 && r != -EEXIST) {
 		log_error_errno(r, "cannot register the egress proxy on the guest channels");
 		pthread_mutex_lock(&service.lock);
