@@ -40,6 +40,7 @@ static const struct command commands[] = {
         {"secret", cmd_secret, "credentials the guest sees only as placeholders"},
         {"egress", cmd_egress, "a workspace's egress policy: which hosts it may reach"},
         {"trace", cmd_trace, "the workspace's audit trail: egress, signatures, leaks"},
+        {"browser", cmd_browser, "a disposable browser VM for the workspace's agent (CDP)"},
         {"ci", cmd_ci, "CI runner drivers: ci gitlab config|prepare|run|cleanup"},
         {"image", cmd_image, "list, pull, verify, import or snapshot base images"},
         {"catalog", cmd_catalog, "fetch and verify the signed image catalog"},

@@ -150,6 +150,8 @@ int cmd_secret(struct slate_ctx *ctx, int argc, char **argv);
 int cmd_egress(struct slate_ctx *ctx, int argc, char **argv);
 /* trace.c: slate trace NAME [--leaks]. */
 int cmd_trace(struct slate_ctx *ctx, int argc, char **argv);
+/* slate browser (browser.c): the workspace's browser VM. */
+int cmd_browser(struct slate_ctx *ctx, int argc, char **argv);
 /* system.c: slate system dial-stdio. */
 int cmd_system(struct slate_ctx *ctx, int argc, char **argv);
 

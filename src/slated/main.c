@@ -23,6 +23,7 @@
 #include "api/server.h"
 #include "channel/channels.h"
 #include "daemon/agent.h"
+#include "daemon/browser.h"
 #include "daemon/domains.h"
 #include "daemon/egress.h"
 #include "daemon/limits.h"
@@ -64,6 +65,7 @@ struct options {
 	char *when_full;
 	char *queue_timeout;
 	char *boot_snapshots;
+	char *browser_image;
 };
 
 static void usage(FILE *f)
@@ -84,6 +86,7 @@ static void usage(FILE *f)
 	        "                          of its own, from beside slated or from %s\n"
 	        "      --boot-snapshots MODE  auto, use or off: fresh workspaces start from\n"
 	        "                          booted snapshots of their image (slate.conf(5))\n"
+	        "      --browser-image ID  the image of workspaces' browser VMs (slate.conf(5))\n"
 	        "      --cleanup           serve nothing: unmount the state directory's storage\n"
 	        "                          pool and remove the runtime directory, when no\n"
 	        "                          slated and no domain uses them, and say what it did\n"
@@ -123,7 +126,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		OPT_SOCKET_GROUP,
 		OPT_CLEANUP,
 		OPT_HELPER_SOCKET,
-		OPT_BOOT_SNAPSHOTS
+		OPT_BOOT_SNAPSHOTS,
+		OPT_BROWSER_IMAGE
 	};
 	static const struct option longopts[] = {
 	        {"foreground", no_argument, NULL, 'f'},
@@ -137,6 +141,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	        {"cleanup", no_argument, NULL, OPT_CLEANUP},
 	        {"helper-socket", required_argument, NULL, OPT_HELPER_SOCKET},
 	        {"boot-snapshots", required_argument, NULL, OPT_BOOT_SNAPSHOTS},
+	        {"browser-image", required_argument, NULL, OPT_BROWSER_IMAGE},
 	        {"help", no_argument, NULL, 'h'},
 	        {"version", no_argument, NULL, 'V'},
 	        {},
@@ -177,6 +182,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_BOOT_SNAPSHOTS:
 			free(o->boot_snapshots);
 			o->boot_snapshots = strdup(optarg);
+			break;
+		case OPT_BROWSER_IMAGE:
+			free(o->browser_image);
+			o->browser_image = strdup(optarg);
 			break;
 		case OPT_HELPER_SOCKET:
 			free(o->helper_socket);
@@ -238,6 +247,7 @@ static int apply_config(struct options *o)
 	FILL(when_full, "when-full");
 	FILL(queue_timeout, "queue-timeout");
 	FILL(boot_snapshots, "boot-snapshots");
+	FILL(browser_image, "browser-image");
 #undef FILL
 	return 0;
 }
@@ -821,6 +831,7 @@ int main(int argc, char **argv)
 		log_error("boot-snapshots = %s: auto, use or off", o.boot_snapshots);
 		return EXIT_FAILURE;
 	}
+	ctx.browser_image = o.browser_image;
 	if (limits.max_running || limits.memory_budget_mib)
 		log_info("limits: max-running %u, memory-budget %" PRIu64 " MiB, when full: %s",
 		         limits.max_running, limits.memory_budget_mib,
@@ -840,6 +851,8 @@ int main(int argc, char **argv)
 		log_error("cannot start the SSH agent service");
 	if (daemon_egress_start(&ctx) < 0)
 		log_error("cannot start the egress proxy service");
+	if (daemon_browser_init(&ctx) < 0)
+		log_error("cannot register the browser VMs' DevTools service");
 	(void)sd_notify(0, "STATUS=picking up running workspaces");
 	(void)daemon_domains_start(&ctx);
 	routes = routes_table(&n_routes);
@@ -892,6 +905,8 @@ int main(int argc, char **argv)
 	(void)sd_notify(0, "STOPPING=1\nSTATUS=stopping; running workspaces keep running");
 	/* Snapshot domains are slated's own, not workspaces: none outlives it. */
 	daemon_snapshot_stop(&ctx);
+	/* So are browser VMs: Chromium closes (writing its profile), then the domain goes. */
+	daemon_browser_stop_all(&ctx);
 	api_server_stop(TAKE_PTR(server));
 	daemon_egress_stop(&ctx);
 	daemon_agent_stop(&ctx);
@@ -929,5 +944,6 @@ int main(int argc, char **argv)
 	free(o.when_full);
 	free(o.queue_timeout);
 	free(o.boot_snapshots);
+	free(o.browser_image);
 	return EXIT_SUCCESS;
 }

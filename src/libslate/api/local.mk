@@ -16,6 +16,7 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/api/sshkey.c \
 	src/libslate/api/egress.c \
 	src/libslate/api/vm.c \
+	src/libslate/api/browser.c \
 	src/libslate/api/exec.c src/libslate/api/exec.h
 # The ssh:// URL of slate --host (api/dial.c), whose parts become ssh's arguments.
 if ENABLE_FUZZING

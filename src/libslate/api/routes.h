@@ -51,3 +51,8 @@ int handle_egress_get(struct api_request *req, struct api_reply *reply);
 int handle_egress_set(struct api_request *req, struct api_reply *reply);
 /* In api/trace.c: the audit trail (workspace/audit.h). */
 int handle_trace(struct api_request *req, struct api_reply *reply);
+/* In api/browser.c: the workspace's browser VM (daemon/browser.h). */
+int handle_browser_get(struct api_request *req, struct api_reply *reply);
+int handle_browser_start(struct api_request *req, struct api_reply *reply);
+int handle_browser_stop(struct api_request *req, struct api_reply *reply);
+int handle_browser_screenshot(struct api_request *req, struct api_reply *reply);

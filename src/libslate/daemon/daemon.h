@@ -46,4 +46,6 @@ struct daemon_ctx {
 	struct daemon_limits *limits;
 	/* Starts from booted snapshots (daemon/snapshot.h): slate.conf's boot-snapshots. */
 	enum snapshot_mode boot_snapshots;
+	/* The image of browser VMs (daemon/browser.h): slate.conf's browser-image; NULL: none. */
+	const char *browser_image;
 };

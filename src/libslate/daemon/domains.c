@@ -14,6 +14,7 @@
 
 #include "channel/channels.h"
 #include "channel/proto.h"
+#include "daemon/browser.h"
 #include "daemon/daemon.h"
 #include "daemon/domains.h"
 #include "daemon/exec.h"
@@ -74,6 +75,9 @@ static void on_domain_event(const struct vm_event *ev, void *userdata)
 	/* Its streams end: exec sessions tell their clients, `run --rm` deletes. */
 	if (ev->stopped && d->channels)
 		channels_detach(d->channels, ev->workspace);
+	/* Its browser VM serves its guest only: it goes too (a suspend as well). */
+	if (ev->stopped && workspace_name_check(ev->workspace) >= 0)
+		daemon_browser_stop_async(d, ev->workspace);
 	if (!ev->stopped || ev->saved || workspace_name_check(ev->workspace) < 0)
 		return;
 	j = calloc(1, sizeof(*j));
@@ -272,6 +276,7 @@ int daemon_domains_start(struct daemon_ctx *d)
 	sweep_ro_binds(d);
 	sweep_ephemeral(d);
 	daemon_snapshot_sweep(d);
+	daemon_browser_sweep(d);
 	return 0;
 }
 

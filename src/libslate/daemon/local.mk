@@ -15,7 +15,8 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/run.c src/libslate/daemon/run.h \
 	src/libslate/daemon/verbs.c src/libslate/daemon/verbs.h \
 	src/libslate/daemon/limits.c src/libslate/daemon/limits.h \
-	src/libslate/daemon/probe.c src/libslate/daemon/probe.h
+	src/libslate/daemon/probe.c src/libslate/daemon/probe.h \
+	src/libslate/daemon/browser.c src/libslate/daemon/browser.h
 
 # The operations on a real store (qcow2 mode in a temporary directory), the refusals that come
 # before libvirt, and the API's error table; what needs a domain is tests/integration's.

@@ -38,6 +38,7 @@ static const struct conf_key keys[] = {
         {.name = "when-full", .type = CONF_ENUM, .def = "queue", .choices = "queue|refuse"},
         {.name = "queue-timeout", .type = CONF_COUNT, .def = "0", .max = 7 * 24 * 3600},
         {.name = "boot-snapshots", .type = CONF_ENUM, .def = "auto", .choices = "auto|use|off"},
+        {.name = "browser-image", .type = CONF_NAME},
 };
 
 struct conf {

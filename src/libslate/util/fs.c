@@ -3,12 +3,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sodium.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -98,6 +101,50 @@ int fs_write_all(int fd, const void *p, size_t n)
 			return -EIO;
 		q += k;
 		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int fs_relay(int a, int b)
+{
+	int fds[2] = {a, b};
+	bool open_in[2] = {true, true};
+	uint8_t buf[65536];
+
+	while (open_in[0] || open_in[1]) {
+		struct pollfd p[2];
+		nfds_t n = 0;
+		int idx[2];
+
+		for (int i = 0; i < 2; i++)
+			if (open_in[i]) {
+				p[n] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+				idx[n++] = i;
+			}
+		if (poll(p, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (nfds_t k = 0; k < n; k++) {
+			int i = idx[k];
+			ssize_t got;
+
+			if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			got = read(fds[i], buf, sizeof(buf));
+			if (got < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (got < 0 && errno != ECONNRESET)
+				return -errno;
+			if (got <= 0) {
+				open_in[i] = false;
+				(void)shutdown(fds[1 - i], SHUT_WR);
+				continue;
+			}
+			if (fs_write_all(fds[1 - i], buf, (size_t)got) < 0)
+				return -EPIPE;
+		}
 	}
 	return 0;
 }

@@ -44,6 +44,11 @@ char *fs_path_join(const char *a, const char *b);
 int fs_write_all(int fd, const void *p, size_t n);
 /* Sets or clears O_NONBLOCK. Returns 0 or -errno. */
 int fs_set_nonblock(int fd, bool on);
+/*
+ * Copies bytes both ways between two connected blocking stream sockets until each side has
+ * ended (its EOF is passed on with shutdown(SHUT_WR)) or one fails. Returns 0 or -errno.
+ */
+int fs_relay(int a, int b);
 
 /*
  * In a child between fork and exec: closes every fd from 3 up except the n in keep (at most 8;
