@@ -119,6 +119,32 @@ ensure_test_image() {
     done
 }
 
+# ensure_browser_image: sets browser_image_dir to a built browser image (images/browser/README.md).
+# $SLATE_TEST_BROWSER_IMAGE_DIR names a prebuilt one; otherwise "make browser-image" builds it or,
+# when its inputs are unchanged, does nothing. Skips where it cannot be built (no network or apt,
+# not Debian amd64): those messages are the builder's; anything else is a broken recipe and fails.
+ensure_browser_image() {
+    if [ -n "${SLATE_TEST_BROWSER_IMAGE_DIR:-}" ]; then
+        browser_image_dir=$SLATE_TEST_BROWSER_IMAGE_DIR
+    else
+        browser_image_dir=$top_builddir/images/browser/out
+        log "make browser-image"
+        if ! make -s -C "$top_builddir" browser-image >"$test_tmpdir/browser-image.log" 2>&1; then
+            sed 's/^/#   /' "$test_tmpdir/browser-image.log" | tail -n 20
+            if grep -qE "apt-get (download .*|update) failed|apt's package lists are missing|not found: apt-get install|amd64 hosts only|unknown Debian package|apt knows no installable version" \
+                "$test_tmpdir/browser-image.log"; then
+                skip "the browser image cannot be built here (see above)"
+            fi
+            fail "make browser-image failed"
+        fi
+        grep '^build: wrote\|up to date' "$test_tmpdir/browser-image.log" | sed 's/^/#   /' >&2 || true
+    fi
+    local f
+    for f in disk.img vmlinuz initrd.img; do
+        [ -f "$browser_image_dir/$f" ] || fail "$browser_image_dir/$f is missing"
+    done
+}
+
 # make_loop_fs btrfs|xfs NAME SIZE: make a sparse SIZE image file, mkfs it, loop-mount it under the
 # test's scratch directory and echo the mount point. Unmounting and detaching are registered
 # before anything can fail. XFS needs at least 300 MiB; btrfs is fine from 256 MiB.

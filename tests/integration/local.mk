@@ -67,6 +67,12 @@ integration_tests += tests/integration/identity-guest.sh
 # page decodes red on the host. Skips where the image cannot be built (no network or apt).
 integration_tests += tests/integration/browser-image.sh
 
+# A workspace's browser VM (issue 24, doc/browser.md): DevTools at 127.0.0.1:9222 in the
+# workspace's guest, a CDP session through the proxy, a screenshot, and nothing left after stop,
+# the workspace's stop or a slated killed with -9.
+integration_tests += tests/integration/browser.sh
+EXTRA_DIST += tests/integration/cdp-client.py tests/integration/png-red.py
+
 # lib.sh keeps the booted snapshots its tests restore from (SLATE_TEST_SNAPSHOTS) here, one per
 # key, made by the first test that needs one.
 clean-local: clean-snapshot-cache

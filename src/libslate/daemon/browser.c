@@ -31,6 +31,7 @@
 #include "secrets/install.h"
 #include "storage/qcow2.h"
 #include "storage/storage.h"
+#include "util/buf.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -53,6 +54,9 @@
 #define CDP_READY_TIMEOUT_MS 180000
 #define STOP_TIMEOUT_MS 20000
 #define LINE_MAX_LEN 512
+#define PROFILE_KEY_BYTES 64
+#define PROFILE_KEY_SEALED_MAX 4096
+#define PROFILE_DISK_BYTES (1024ull * 1024 * 1024) /* sparse */
 
 enum browser_state { B_STARTING, B_RUNNING, B_STOPPING };
 
@@ -68,6 +72,7 @@ struct browser {
 	time_t started;
 	double boot_s, cdp_s;      /* to the guest's ready line, then to DevTools answering */
 	char exited[LINE_MAX_LEN]; /* what the guest said when Chromium ended on its own */
+	bool paused;               /* by a leak of its workspace (daemon_browser_pause) */
 	struct browser *next;
 };
 
@@ -178,10 +183,13 @@ struct boot {
 	struct image_info *img;
 	char *run_dir, *disk, *vdb, *log, *sock;
 	bool admitted;
+	bool persist;
+	unsigned char profile_key[PROFILE_KEY_BYTES]; /* with persist */
 };
 
 static void boot_done(struct boot *b)
 {
+	sodium_memzero(b->profile_key, sizeof(b->profile_key));
 	if (b->admitted)
 		daemon_limits_release(b->d, b->domain);
 	image_info_free(b->img);
@@ -190,6 +198,82 @@ static void boot_done(struct boot *b)
 	free(b->vdb);
 	free(b->log);
 	free(b->sock);
+}
+
+/*
+ * The kept profile (--persist): <workspace dir>/browser-profile.img, a sparse disk the browser
+ * VM encrypts (LUKS2, doc/browser.md) with a random key slated keeps sealed under the master key
+ * in browser-profile.key (purpose "browser-profile:NAME": it opens for this workspace only). The
+ * key reaches the browser VM over its channel, never the workspace's guest. A new key gets a new,
+ * blank disk: a disk left by another key could never be opened.
+ */
+static int profile_prepare(struct boot *b, struct slate_error *err)
+{
+	struct daemon_ctx *d = b->d;
+	_cleanup_free_ char *dir = NULL, *purpose = NULL;
+	_cleanup_close_ int dfd = -1, lock_fd = -1, vfd = -1;
+	struct buf *sealed = NULL, *plain = NULL;
+	bool fresh = false;
+	int r;
+
+	if (!d->install)
+		return slate_error_set(
+		        err, -ENOKEY,
+		        "--persist needs slated's master key, which it could not open "
+		        "(see slated's log)");
+	if (asprintf(&purpose, "browser-profile:%s", b->name) < 0)
+		return -ENOMEM;
+	r = workspace_lock(d->workspaces, b->name, &lock_fd);
+	if (r < 0)
+		return slate_error_errno(err, r, "locking workspace '%s'", b->name);
+	dir = workspace_dir_path(d->workspaces, b->name);
+	if (!dir)
+		return -ENOMEM;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return slate_error_errno(err, -errno, "opening %s", dir);
+	r = fs_read_file_at(dfd, WORKSPACE_BROWSER_KEY, PROFILE_KEY_SEALED_MAX, &sealed);
+	if (r >= 0) {
+		r = install_unseal(d->install, purpose, buf_ptr(sealed), buf_len(sealed), &plain);
+		buf_free(sealed);
+		if (r < 0 || buf_len(plain) != PROFILE_KEY_BYTES) {
+			if (plain)
+				buf_free_secure(plain);
+			return slate_error_set(err, r < 0 ? r : -EBADMSG,
+			                       "%s/%s does not open with this host's master key",
+			                       dir, WORKSPACE_BROWSER_KEY);
+		}
+		memcpy(b->profile_key, buf_ptr(plain), PROFILE_KEY_BYTES);
+		buf_free_secure(plain);
+	} else if (r == -ENOENT) {
+		randombytes_buf(b->profile_key, sizeof(b->profile_key));
+		r = install_seal(d->install, purpose, b->profile_key, sizeof(b->profile_key),
+		                 &sealed);
+		if (r < 0)
+			return slate_error_errno(err, r, "sealing the profile's key");
+		/* The disk a lost key leaves could never be opened: a blank one comes first. */
+		if (unlinkat(dfd, WORKSPACE_BROWSER_PROFILE, 0) < 0 && errno != ENOENT) {
+			buf_free(sealed);
+			return slate_error_errno(err, -errno, "removing the old profile disk");
+		}
+		r = fs_write_atomic_at(dfd, WORKSPACE_BROWSER_KEY, buf_ptr(sealed), buf_len(sealed),
+		                       0600);
+		buf_free(sealed);
+		if (r < 0)
+			return slate_error_errno(err, r, "writing %s/%s", dir,
+			                         WORKSPACE_BROWSER_KEY);
+		fresh = true;
+	} else {
+		return slate_error_errno(err, r, "reading %s/%s", dir, WORKSPACE_BROWSER_KEY);
+	}
+	vfd = openat(dfd, WORKSPACE_BROWSER_PROFILE, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	             0600);
+	if (vfd < 0)
+		return slate_error_errno(err, -errno, "the profile disk");
+	if (fresh && ftruncate(vfd, (off_t)PROFILE_DISK_BYTES) < 0)
+		return slate_error_errno(err, -errno, "the profile disk");
+	b->vdb = fs_path_join(dir, WORKSPACE_BROWSER_PROFILE);
+	return b->vdb ? 0 : -ENOMEM;
 }
 
 /* The runtime directory: the overlay of the image's disk, a blank vdb, console and channel. */
@@ -207,10 +291,11 @@ static int stage(struct boot *b, struct slate_error *err)
 	idir = fs_path_join(storage_images_path(d->storage), b->img->id);
 	base = idir ? fs_path_join(idir, "disk.img") : NULL;
 	b->disk = fs_path_join(b->run_dir, BROWSER_DISK);
-	b->vdb = fs_path_join(b->run_dir, BROWSER_SCRATCH);
+	if (!b->persist)
+		b->vdb = fs_path_join(b->run_dir, BROWSER_SCRATCH);
 	b->log = fs_path_join(b->run_dir, "console.log");
 	b->sock = fs_path_join(b->run_dir, "channel.sock");
-	if (!base || !b->disk || !b->vdb || !b->log || !b->sock)
+	if (!base || !b->disk || (!b->persist && !b->vdb) || !b->log || !b->sock)
 		return slate_error_errno(err, -ENOMEM, "the browser's files");
 	dfd = open(b->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
@@ -219,9 +304,15 @@ static int stage(struct boot *b, struct slate_error *err)
 	r = qcow2_create_overlay(base, dfd, BROWSER_DISK, 0600);
 	if (r < 0)
 		return slate_error_errno(err, r, "the browser's disk (an overlay of %s)", base);
-	vfd = openat(dfd, BROWSER_SCRATCH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (vfd < 0 || ftruncate(vfd, (off_t)BROWSER_SCRATCH_BYTES) < 0)
-		return slate_error_errno(err, -errno, "the browser's scratch disk");
+	if (b->persist) {
+		r = profile_prepare(b, err);
+		if (r < 0)
+			return r;
+	} else {
+		vfd = openat(dfd, BROWSER_SCRATCH, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (vfd < 0 || ftruncate(vfd, (off_t)BROWSER_SCRATCH_BYTES) < 0)
+			return slate_error_errno(err, -errno, "the browser's scratch disk");
+	}
 	r = fs_make_traversable(d->runtime_dir, b->run_dir);
 	if (r < 0)
 		log_warning("cannot make %s traversable for QEMU: %s", b->run_dir,
@@ -325,6 +416,19 @@ static int launch(struct daemon_ctx *d, struct boot *b, struct browser *entry,
 		    fs_write_all(fd, pem, strlen(pem)) < 0)
 			return slate_error_set(err, -EPIPE, "the browser VM's agent went away");
 	}
+	if (b->persist) {
+		char kl[16 + 2 * PROFILE_KEY_BYTES + 2];
+		int ok;
+
+		memcpy(kl, "persist ", 8);
+		(void)sodium_bin2hex(kl + 8, 2 * PROFILE_KEY_BYTES + 1, b->profile_key,
+		                     sizeof(b->profile_key));
+		memcpy(kl + 8 + 2 * PROFILE_KEY_BYTES, "\n", 2);
+		ok = fs_write_all(fd, kl, 8 + 2 * PROFILE_KEY_BYTES + 1);
+		sodium_memzero(kl, sizeof(kl));
+		if (ok < 0)
+			return slate_error_set(err, -EPIPE, "the browser VM's agent went away");
+	}
 	if (fs_write_all(fd, "start\n", 6) < 0)
 		return slate_error_set(err, -EPIPE, "the browser VM's agent went away");
 	say(progress, userdata, "chromium", "starting Chromium, waiting for DevTools");
@@ -352,6 +456,7 @@ static struct json_object *status_json(const struct browser *b)
 	    json_add_string(o, "state",
 	                    b->state == B_STARTING   ? "starting"
 	                    : b->state == B_STOPPING ? "stopping"
+	                    : b->paused              ? "paused"
 	                    : b->exited[0]           ? "chromium-exited"
 	                                             : "running") < 0 ||
 	    json_add_string(o, "domain", domain) < 0 || json_add_string(o, "image", b->image) < 0 ||
@@ -374,16 +479,13 @@ int daemon_browser_start(struct daemon_ctx *d, const char *name, const struct br
                          vm_progress_fn progress, void *userdata, struct json_object **ret,
                          struct slate_error *err)
 {
-	struct boot b = {.d = d, .name = name};
+	struct boot b = {.d = d, .name = name, .persist = o->persist};
 	struct browser *entry;
 	const char *image = o->image ? o->image : d->browser_image;
 	int ctl = -1, r;
 
 	if (!d->channels || !d->storage)
 		return slate_error_set(err, -ENODEV, "slated has no guest channels or storage");
-	if (o->persist)
-		return slate_error_set(err, -EOPNOTSUPP,
-		                       "--persist is not available yet (doc/browser.md)");
 	if (!image || !*image)
 		return slate_error_set(
 		        err, -ENOENT,
@@ -507,7 +609,10 @@ int daemon_browser_stop(struct daemon_ctx *d, const char *name, struct json_obje
 	b->ctl = -1;
 	pthread_mutex_unlock(&table_lock);
 
-	clean = close_chromium(ctl, name, said, sizeof(said));
+	/* A paused VM answers nothing: it is destroyed as it is, its profile unwritten. */
+	if (b->paused)
+		(void)snprintf(said, sizeof(said), "paused after a leak: destroyed as it was");
+	clean = !b->paused && close_chromium(ctl, name, said, sizeof(said));
 	teardown(d, name, &ctl);
 	pthread_mutex_lock(&table_lock);
 	unlink_locked(b);
@@ -582,6 +687,30 @@ void daemon_browser_stop_all(struct daemon_ctx *d)
 			return;
 		(void)daemon_browser_stop(d, name, NULL, NULL);
 	}
+}
+
+void daemon_browser_pause(struct daemon_ctx *d, const char *name)
+{
+	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
+	_cleanup_(virDomainFreep) virDomainPtr dom = NULL;
+	char key[KEY_MAX], domain[DOMAIN_MAX];
+	struct browser *b;
+
+	pthread_mutex_lock(&table_lock);
+	b = find_locked(name);
+	if (b)
+		b->paused = true;
+	pthread_mutex_unlock(&table_lock);
+	if (!b)
+		return;
+	names_for(name, key, domain);
+	if (vm_connect(d->libvirt_uri, &conn) < 0 || !(dom = virDomainLookupByName(conn, domain)) ||
+	    virDomainSuspend(dom) < 0)
+		log_ws(LOG_WARNING, name, "cannot pause %s after a leak: %s", domain,
+		       vm_last_error());
+	else
+		log_ws(LOG_WARNING, name, "browser of %s: paused with its workspace after a leak",
+		       name);
 }
 
 /* Notices a Chromium that ended on its own: the guest says "exited ..." on the control stream. */

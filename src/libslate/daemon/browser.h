@@ -57,6 +57,9 @@ int daemon_browser_stop(struct daemon_ctx *d, const char *name, struct json_obje
 /* Stops the browser of a workspace whose domain stopped, on a thread of its own; returns at
  * once (callable from libvirt's event thread). */
 void daemon_browser_stop_async(struct daemon_ctx *d, const char *name);
+/* A leak caught in the workspace's egress (the browser's own included): its browser VM is paused
+ * with it, its memory kept for inspection; stop then destroys it without a clean close. */
+void daemon_browser_pause(struct daemon_ctx *d, const char *name);
 /* {"running": false} or the running browser's figures. */
 int daemon_browser_status(struct daemon_ctx *d, const char *name, struct json_object **ret);
 /* A PNG of the browser's first page, through DevTools. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "channel/channels.h"
+#include "daemon/browser.h"
 #include "daemon/daemon.h"
 #include "daemon/egress.h"
 #include "daemon/exec.h"
@@ -204,6 +205,8 @@ static void hook_contain(void *userdata, const struct proxy_leak *l)
 	struct proxy_service *svc = userdata;
 
 	pause_domain(svc->d, l->workspace);
+	/* Its browser VM too: the leak may have been the browser's, which speaks for it. */
+	daemon_browser_pause(svc->d, l->workspace);
 	/* Its exec sessions end now, saying why, even when domain events are unavailable. */
 	exec_sessions_kick(l->workspace, "paused (a leak)");
 }

@@ -22,3 +22,8 @@ int workspace_name_check(const char *name);
 #define WORKSPACE_HOME "home.img"
 #define WORKSPACE_CHECKPOINTS "checkpoints"
 #define WORKSPACE_SSH_DIR "ssh" /* the SSH agent's keys (agent/keys.h), kept by wipe-home */
+/* The browser VM's kept profile (`slate browser --persist`, daemon/browser.h): a disk encrypted
+ * inside the browser VM, and its key sealed under the master key. wipe-home, wipe and rm drop
+ * both (the key first); reset keeps them. */
+#define WORKSPACE_BROWSER_PROFILE "browser-profile.img"
+#define WORKSPACE_BROWSER_KEY "browser-profile.key"

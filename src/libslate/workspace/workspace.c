@@ -718,6 +718,14 @@ static int wipe_home_finish(struct workspace_store *st, int fd, struct workspace
 	if (r < 0)
 		return r;
 	crash_point("wipe-home:after-unlink-home");
+	/* The browser's kept profile is the user's data as the home is: its key first, so that
+	 * from here on what is left of the disk cannot be read. */
+	r = unlink_if_present(fd, WORKSPACE_BROWSER_KEY);
+	if (r < 0)
+		return r;
+	r = unlink_if_present(fd, WORKSPACE_BROWSER_PROFILE);
+	if (r < 0)
+		return r;
 	/* The generated key pair goes; keys the user imported stay (slate(1): wipe-home discards
 	 * "the generated SSH key pair"; doc/security.md, "Credentials": a compromised workspace's
 	 * wipe keeps keys). */
