@@ -3,7 +3,7 @@
 doc_md = doc/architecture.md doc/security.md doc/cli.md doc/style.md doc/api.md doc/ci-runners.md \
 	doc/catalog.md doc/crash-points.md doc/egress-proxy.md doc/guest-channel.md doc/helper.md \
 	doc/performance.md doc/secrets.md doc/sigv4.md doc/ssh-agent.md doc/storage.md doc/vm.md \
-	doc/workspace.md doc/residue.md
+	doc/workspace.md doc/residue.md doc/browser.md
 EXTRA_DIST += $(doc_md)
 dist-hook: dist-doc-check
 dist-doc-check:
