@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "browser/cdp.h"
 #include "channel/channels.h"
 #include "daemon/browser.h"
 #include "daemon/daemon.h"
@@ -53,6 +54,7 @@
 #define OPEN_TIMEOUT_MS 10000u
 #define CDP_READY_TIMEOUT_MS 180000
 #define STOP_TIMEOUT_MS 20000
+#define SCREENSHOT_TIMEOUT_MS 60000
 #define LINE_MAX_LEN 512
 #define PROFILE_KEY_BYTES 64
 #define PROFILE_KEY_SEALED_MAX 4096
@@ -756,14 +758,40 @@ int daemon_browser_status(struct daemon_ctx *d, const char *name, struct json_ob
 	return 0;
 }
 
+struct dial_ctx {
+	struct daemon_ctx *d;
+	char key[KEY_MAX];
+};
+
+/* A fresh "cdp" stream into the browser VM: one per HTTP request or WebSocket. */
+static int dial_browser(void *ud, int *ret_fd, struct slate_error *err)
+{
+	struct dial_ctx *c = ud;
+	struct slate_error e = {0};
+	int r = channels_open(c->d->channels, c->key, "cdp", OPEN_TIMEOUT_MS, ret_fd, &e);
+
+	return r < 0 ? slate_error_set(err, r, "the browser VM's DevTools: %s",
+	                               slate_error_text(&e))
+	             : 0;
+}
+
 int daemon_browser_screenshot(struct daemon_ctx *d, const char *name, uint8_t **ret_png,
                               size_t *ret_len, struct slate_error *err)
 {
-	(void)d;
-	(void)name;
-	(void)ret_png;
-	(void)ret_len;
-	return slate_error_set(err, -EOPNOTSUPP, "screenshots are not available yet");
+	struct dial_ctx c = {.d = d};
+	char domain[DOMAIN_MAX];
+	bool running;
+
+	pthread_mutex_lock(&table_lock);
+	{
+		struct browser *b = find_locked(name);
+		running = b && b->state == B_RUNNING && !b->paused;
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (!running)
+		return slate_error_set(err, -ENOENT, "workspace '%s' has no browser running", name);
+	names_for(name, c.key, domain);
+	return cdp_screenshot(dial_browser, &c, ret_png, ret_len, SCREENSHOT_TIMEOUT_MS, err);
 }
 
 /* ---- the workspace's side: 127.0.0.1:9222 in its guest ---- */
