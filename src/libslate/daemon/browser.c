@@ -847,34 +847,13 @@ int daemon_browser_init(struct daemon_ctx *d)
 
 void daemon_browser_sweep(struct daemon_ctx *d)
 {
-	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
-	_cleanup_free_ char *mine = NULL, *vm = NULL;
-	virDomainPtr *doms = NULL;
+	_cleanup_free_ char *vm = NULL;
 	char **names = NULL;
 	size_t n = 0;
-	int nd;
 
-	/* Only this slated's: its files lie below our runtime directory. */
-	if (asprintf(&mine, "%s/", d->runtime_dir) < 0)
-		mine = NULL;
-	if (mine && vm_connect(d->libvirt_uri, &conn) >= 0 &&
-	    (nd = virConnectListAllDomains(conn, &doms, 0)) >= 0) {
-		for (int i = 0; i < nd; i++) {
-			const char *dn = virDomainGetName(doms[i]);
-			_cleanup_free_ char *xml = NULL;
-
-			if (dn &&
-			    strncmp(dn, BROWSER_DOMAIN_PREFIX, strlen(BROWSER_DOMAIN_PREFIX)) ==
-			            0 &&
-			    (xml = virDomainGetXMLDesc(doms[i], 0)) && strstr(xml, mine)) {
-				log_notice("removing %s, left by an earlier slated", dn);
-				(void)virDomainDestroy(doms[i]);
-				(void)virDomainUndefine(doms[i]);
-			}
-			virDomainFree(doms[i]);
-		}
-		free(doms);
-	}
+	/* Only this slated's: their files lie below our runtime directory. */
+	(void)vm_domains_destroy_below(d->libvirt_uri, d->runtime_dir, BROWSER_DOMAIN_PREFIX,
+	                               "left by an earlier slated");
 	vm = fs_path_join(d->runtime_dir, "vm");
 	{
 		_cleanup_close_ int fd = vm ? open(vm, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;

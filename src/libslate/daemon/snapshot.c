@@ -891,36 +891,13 @@ int daemon_snapshot_list(struct daemon_ctx *d, const char *image_id, struct json
 
 void daemon_snapshot_sweep(struct daemon_ctx *d)
 {
-	_cleanup_(virConnectClosep) virConnectPtr conn = NULL;
 	struct image_info **list = NULL;
-	virDomainPtr *doms = NULL;
 	size_t n = 0;
-	int nd;
-
-	_cleanup_free_ char *mine = NULL;
 
 	/* Only this slated's: its disk lies below our state directory. Another slated on the same
 	 * libvirt (a test's, a user's) may be making one right now, under the same name. */
-	if (asprintf(&mine, "%s/", d->state_dir) < 0)
-		mine = NULL;
-	if (mine && vm_connect(d->libvirt_uri, &conn) >= 0 &&
-	    (nd = virConnectListAllDomains(conn, &doms, 0)) >= 0) {
-		for (int i = 0; i < nd; i++) {
-			const char *name = virDomainGetName(doms[i]);
-			_cleanup_free_ char *xml = NULL;
-
-			if (name &&
-			    strncmp(name, SNAPSHOT_DOMAIN_PREFIX, strlen(SNAPSHOT_DOMAIN_PREFIX)) ==
-			            0 &&
-			    (xml = virDomainGetXMLDesc(doms[i], 0)) && strstr(xml, mine)) {
-				log_notice("removing %s, left by an interrupted snapshot", name);
-				(void)virDomainDestroy(doms[i]);
-				(void)virDomainUndefine(doms[i]);
-			}
-			virDomainFree(doms[i]);
-		}
-		free(doms);
-	}
+	(void)vm_domains_destroy_below(d->libvirt_uri, d->state_dir, SNAPSHOT_DOMAIN_PREFIX,
+	                               "left by an interrupted snapshot");
 	if (!d->storage || image_store_list(d->storage, &list, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {

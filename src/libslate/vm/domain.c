@@ -239,6 +239,42 @@ static int domains_below(const char *uri, const char *dir,
 	return (int)count;
 }
 
+struct leftover {
+	const char *name_prefix, *path_prefix, *why;
+};
+
+static void destroy_leftover(virDomainPtr dom, unsigned i, void *userdata)
+{
+	const struct leftover *l = userdata;
+	const char *name = virDomainGetName(dom);
+	char *xml;
+
+	(void)i;
+	if (!name || strncmp(name, l->name_prefix, strlen(l->name_prefix)) != 0)
+		return;
+	/* domains_below() also passes the domains it could not describe: not ours to destroy. */
+	xml = virDomainGetXMLDesc(dom, 0);
+	if (xml && strstr(xml, l->path_prefix)) {
+		log_notice("removing %s, %s", name, l->why);
+		(void)virDomainDestroy(dom);
+		(void)virDomainUndefine(dom);
+	}
+	free(xml);
+}
+
+int vm_domains_destroy_below(const char *uri, const char *dir, const char *name_prefix,
+                             const char *why)
+{
+	char prefix[4096];
+	struct leftover l = {.name_prefix = name_prefix, .path_prefix = prefix, .why = why};
+	int r = snprintf(prefix, sizeof(prefix), "%s/", dir);
+
+	if (r < 0 || (size_t)r >= sizeof(prefix))
+		return -ENAMETOOLONG;
+	r = domains_below(uri, dir, destroy_leftover, &l);
+	return r < 0 ? r : 0;
+}
+
 struct first_name {
 	char *buf;
 	size_t len;

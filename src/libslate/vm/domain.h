@@ -73,6 +73,13 @@ int vm_domains_usage(const char *uri, const char *dir,
                      bool (*skip)(const char *domain, void *userdata), void *userdata,
                      unsigned *ret_count, uint64_t *ret_mib);
 
+/*
+ * Destroys (and undefines) the active domains named name_prefix* whose live XML names a path
+ * below dir: what a slated that was killed left of its own domains (another slated's, on its
+ * own directories, stay). Logs "removing NAME, <why>" for each. Returns 0 or a negative error.
+ */
+int vm_domains_destroy_below(const char *uri, const char *dir, const char *name_prefix,
+                             const char *why);
 /* Whether the workspace's domain runs under KVM ("kvm") or TCG ("tcg"); -ENOENT when it does
  * not run. */
 int vm_workspace_accel(const char *uri, const char *workspace, const char **ret);
