@@ -1,7 +1,7 @@
 EXTRA_DIST += bench/run bench/api-roundtrip bench/workspace-create bench/workspace-ops-run \
 	bench/image-verify bench/image-pull bench/vm-boot bench/guest-channel bench/README.md
 EXTRA_DIST += bench/ssh-agent bench/sigv4-stream bench/tripwire-scan bench/concurrent-jobs \
-	bench/remote-ssh bench/probe bench/boot-snapshot
+	bench/remote-ssh bench/probe bench/boot-snapshot bench/browser
 # Benchmark programs: built by "make bench" only, never installed.
 EXTRA_PROGRAMS = bench/workspace-ops
 bench_workspace_ops_SOURCES = bench/workspace-ops.c
@@ -25,4 +25,5 @@ bench: all $(EXTRA_PROGRAMS)
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/concurrent-jobs
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/probe
 	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/boot-snapshot
+	top_builddir=$(abs_top_builddir) BENCH_RESULTS=$(abs_top_builddir)/bench/results.txt $(top_srcdir)/bench/browser
 .PHONY: bench
