@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "parse.h"
 #include "proto.h"
 
 /* ---- log and time (main.c) ---- */
@@ -188,10 +189,6 @@ int provision_main(void);
 /* slate-guest --probe: the guest half of `slate probe` (doc/residue.md), stdin to stdout. Exit
  * status: 0, 1 when it could not go on, 2 on a malformed request. */
 int probe_main(void);
-/* Exactly 2 * len lower-case hex digits into out. */
-bool parse_hex(const char *s, uint8_t *out, size_t len);
-/* A decimal number: digits only, no leading zero, at most max. */
-bool parse_dec(const char *s, uint64_t max, uint64_t *ret);
 
 /* ---- identity after a snapshot restore (identity.c) ---- */
 

@@ -3,7 +3,8 @@
 bin_PROGRAMS += slate-guest
 slate_guest_SOURCES = src/slate-guest/main.c src/slate-guest/guest.h src/slate-guest/chan.c \
 	src/slate-guest/exec.c src/slate-guest/fwd.c src/slate-guest/user.c src/slate-guest/provision.c \
-	src/slate-guest/probe.c src/slate-guest/identity.c \
+	src/slate-guest/probe.c src/slate-guest/identity.c src/slate-guest/parse.c \
+	src/slate-guest/parse.h \
 	src/libslate/channel/proto.c src/libslate/channel/proto.h
 # No build paths in the binary: the same sources give the same bytes, and so the same test image.
 slate_guest_CFLAGS = $(BASE_CFLAGS) -ffile-prefix-map=$(abs_top_srcdir)=. \
