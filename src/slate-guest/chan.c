@@ -692,6 +692,19 @@ void stream_grant(struct stream *s, size_t budget)
 		s->recv_win += (uint32_t)budget;
 }
 
+void stream_accepted(struct stream *s, int err, const char *why)
+{
+	if (s->dead || !s->accepting)
+		return;
+	s->accepting = false;
+	if (err == 0) {
+		(void)send_u32(CH_OPEN_OK, s->id, CH_INITIAL_WINDOW);
+		return;
+	}
+	(void)chan_send(CH_OPEN_FAIL, s->id, "\0\0\0\3", 4, why, (uint32_t)strlen(why));
+	stream_kill(s);
+}
+
 unsigned guest_stream_count(void)
 {
 	return n_guest;
@@ -798,6 +811,7 @@ static void handle_hello(const struct ch_frame *f)
 static void handle_open(const struct ch_frame *f)
 {
 	char service[CH_MAX_SERVICE + 1];
+	enum stream_kind kind;
 	uint32_t window;
 	struct stream *s;
 	int r;
@@ -818,24 +832,48 @@ static void handle_open(const struct ch_frame *f)
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\2", 4, "too many streams", 16);
 		return;
 	}
-	if (strcmp(service, "exec") != 0 && strcmp(service, "identity") != 0) {
+	if (strcmp(service, "exec") == 0)
+		kind = ST_EXEC;
+	else if (strcmp(service, "identity") == 0)
+		kind = ST_IDENTITY;
+	else if (strcmp(service, "cdp") == 0)
+		kind = ST_FWD;
+	else {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\1", 4, "unknown service", 15);
 		return;
 	}
-	s = stream_new(f->stream, service[0] == 'e' ? ST_EXEC : ST_IDENTITY);
-	if (s) {
-		s->send_win = window;
-		s->recv_win = CH_INITIAL_WINDOW;
-		r = s->kind == ST_EXEC ? exec_open(s) : identity_open(s);
-		if (r < 0) {
-			stream_kill(s);
-			s = NULL;
-		}
-	}
+	s = stream_new(f->stream, kind);
 	if (!s) {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\3", 4, "out of memory", 13);
 		return;
 	}
+	s->send_win = window;
+	s->recv_win = CH_INITIAL_WINDOW;
+	switch (kind) {
+	case ST_EXEC:
+		r = exec_open(s);
+		break;
+	case ST_IDENTITY:
+		r = identity_open(s);
+		break;
+	default:
+		r = fwd_connect(s);
+		break;
+	}
+	if (r < 0) {
+		char why[160];
+		if (kind == ST_FWD)
+			snprintf(why, sizeof(why), "cannot connect to 127.0.0.1:%d: %s",
+			         devtools_port, strerror(-r));
+		else
+			snprintf(why, sizeof(why), "%s", strerror(-r));
+		stream_kill(s);
+		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\3", 4, why, (uint32_t)strlen(why));
+		return;
+	}
+	/* Connecting: fwd answers once connect() finished (stream_accepted()). */
+	if (r == 1)
+		return;
 	(void)send_u32(CH_OPEN_OK, f->stream, CH_INITIAL_WINDOW);
 }
 
@@ -847,6 +885,11 @@ static void handle_stream_frame(const struct ch_frame *f)
 	/* Frames for an id that was just closed are in flight: dropped. */
 	if (!s)
 		return;
+	/* The host opened it and has had no answer: it can send nothing yet. */
+	if (s->accepting) {
+		proto_error(f, "frame for a stream before its OPEN_OK");
+		return;
+	}
 	switch (f->type) {
 	case CH_OPEN_OK:
 	case CH_OPEN_FAIL:
@@ -886,6 +929,7 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_data(s, f->payload, f->len);
 		else if (s->ident)
 			identity_data(s, f->payload, f->len);
+
 		return;
 	case CH_WINDOW:
 		v = ch_get_u32(f->payload);
@@ -909,6 +953,7 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_eof(s);
 		else if (s->ident)
 			identity_eof(s);
+
 		return;
 	case CH_CLOSE:
 		if (s->opening) {

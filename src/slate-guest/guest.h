@@ -69,6 +69,7 @@ struct stream {
 	uint32_t id;
 	enum stream_kind kind;
 	bool opening;      /* guest-opened, no OPEN_OK yet */
+	bool accepting;    /* host-opened, our OPEN_OK or OPEN_FAIL not sent yet */
 	bool sent_eof;     /* we sent EOF */
 	bool got_eof;      /* the host sent EOF */
 	bool sent_close;   /* we sent CLOSE: waiting for the host's */
@@ -113,6 +114,9 @@ void stream_close(struct stream *s);
 void stream_grant(struct stream *s, size_t budget);
 /* Opens a guest stream for service; the caller fills in s->fwd. NULL when out of ids/memory. */
 struct stream *stream_open(const char *service, uint32_t window);
+/* Answers a host OPEN left accepting: OPEN_OK (err 0), or OPEN_FAIL "unavailable" with why, which
+ * frees the stream. */
+void stream_accepted(struct stream *s, int err, const char *why);
 /* How many guest-opened streams exist (CH_MAX_STREAMS at most). */
 unsigned guest_stream_count(void);
 
@@ -141,7 +145,15 @@ void exec_timers(int64_t now, int64_t *next);
 
 /* ---- forwarded connections (fwd.c) ---- */
 
-int fwd_init(int proxy_port, const char *agent_socket);
+/* The port Chromium's DevTools listen on in the browser VM: a host-opened "cdp" stream connects
+ * there (slate-guest's own 9222 listener is the workspace's end). */
+#define DEVTOOLS_PORT 9223
+/* DEVTOOLS_PORT, or --devtools-port's (the tests'). */
+extern int devtools_port;
+int fwd_init(int proxy_port, int cdp_port, const char *agent_socket);
+/* The host opened a "cdp" stream: connect to 127.0.0.1:devtools_port. 0: connected (answer
+ * OPEN_OK), 1: connecting (fwd answers with stream_accepted()), -errno (answer OPEN_FAIL). */
+int fwd_connect(struct stream *s);
 void fwd_data(struct stream *s, const uint8_t *p, size_t n);
 void fwd_eof(struct stream *s);
 void fwd_open_ok(struct stream *s);
@@ -150,6 +162,13 @@ void fwd_poll(struct stream *s);
 void fwd_advance(struct stream *s);
 void fwd_poll_listeners(void);
 void fwd_timers(int64_t now, int64_t *next);
+
+/* ---- the poll loop (main.c) ---- */
+
+/* Empties the poll table (before the poll_add()s of an iteration). */
+void poll_reset(void);
+/* Polls the table until next (monotonic ms) and calls the handlers. 0 or -errno. */
+int poll_run(int64_t next);
 
 /* ---- users (user.c) ---- */
 
