@@ -651,6 +651,8 @@ static void stream_kill(struct stream *s)
 		exec_abort(s);
 	if (s->fwd)
 		fwd_abort(s);
+	if (s->browser)
+		browser_abort(s);
 	identity_abort(s);
 	s->dead = true;
 	for (unsigned i = 0; i < n_streams; i++) {
@@ -764,6 +766,7 @@ void streams_advance(void)
 		else if (s->fwd)
 			fwd_advance(s);
 	}
+	browser_advance();
 }
 
 void streams_poll(void)
@@ -775,6 +778,7 @@ void streams_poll(void)
 		else if (s->fwd)
 			fwd_poll(s);
 	}
+	browser_poll();
 }
 
 /* ---- frames from the host ---- */
@@ -838,6 +842,8 @@ static void handle_open(const struct ch_frame *f)
 		kind = ST_IDENTITY;
 	else if (strcmp(service, "cdp") == 0)
 		kind = ST_FWD;
+	else if (strcmp(service, "browser") == 0)
+		kind = ST_BROWSER;
 	else {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\1", 4, "unknown service", 15);
 		return;
@@ -856,8 +862,11 @@ static void handle_open(const struct ch_frame *f)
 	case ST_IDENTITY:
 		r = identity_open(s);
 		break;
-	default:
+	case ST_FWD:
 		r = fwd_connect(s);
+		break;
+	default:
+		r = browser_open(s);
 		break;
 	}
 	if (r < 0) {
@@ -865,6 +874,8 @@ static void handle_open(const struct ch_frame *f)
 		if (kind == ST_FWD)
 			snprintf(why, sizeof(why), "cannot connect to 127.0.0.1:%d: %s",
 			         devtools_port, strerror(-r));
+		else if (r == -EBUSY)
+			snprintf(why, sizeof(why), "a browser session is running already");
 		else
 			snprintf(why, sizeof(why), "%s", strerror(-r));
 		stream_kill(s);
@@ -929,7 +940,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_data(s, f->payload, f->len);
 		else if (s->ident)
 			identity_data(s, f->payload, f->len);
-
+		else if (s->browser)
+			browser_data(s, f->payload, f->len);
 		return;
 	case CH_WINDOW:
 		v = ch_get_u32(f->payload);
@@ -953,7 +965,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_eof(s);
 		else if (s->ident)
 			identity_eof(s);
-
+		else if (s->browser)
+			browser_eof(s);
 		return;
 	case CH_CLOSE:
 		if (s->opening) {

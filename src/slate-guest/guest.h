@@ -59,11 +59,12 @@ int gbuf_write(struct gbuf *b, int fd);
 /* Stop reading local sources while this much is queued for the channel. */
 #define OUTQ_HIGH (1024u * 1024)
 
-enum stream_kind { ST_EXEC, ST_FWD, ST_IDENTITY };
+enum stream_kind { ST_EXEC, ST_FWD, ST_IDENTITY, ST_BROWSER };
 
 struct exec;
 struct fwd;
 struct ident;
+struct browser;
 
 struct stream {
 	uint32_t id;
@@ -78,7 +79,8 @@ struct stream {
 	uint32_t recv_win; /* DATA bytes we let the host send and have not received */
 	struct exec *exec; /* the service's state; NULL once it sent CLOSE */
 	struct fwd *fwd;
-	struct ident *ident; /* an "identity" stream until it answered */
+	struct ident *ident;     /* an "identity" stream until it answered */
+	struct browser *browser; /* a "browser" stream */
 	struct stream *grave_next;
 };
 
@@ -142,6 +144,10 @@ void exec_advance(struct stream *s);
 void exec_init(void);
 void exec_poll_sigchld(void);
 void exec_timers(int64_t now, int64_t *next);
+/* Calls fn(ctx, wait status) once pid (a child of ours that no exec session owns) is reaped.
+ * 0, or -ENOSPC when too many are watched. */
+int child_watch(pid_t pid, void (*fn)(void *ctx, int status), void *ctx);
+void child_unwatch(pid_t pid);
 
 /* ---- forwarded connections (fwd.c) ---- */
 
@@ -162,6 +168,20 @@ void fwd_poll(struct stream *s);
 void fwd_advance(struct stream *s);
 void fwd_poll_listeners(void);
 void fwd_timers(int64_t now, int64_t *next);
+
+/* ---- the browser VM's Chromium (browser.c) ---- */
+
+/* The host opened a "browser" stream. 0, -EBUSY (one browser at a time) or -ENOMEM. */
+int browser_open(struct stream *s);
+void browser_data(struct stream *s, const uint8_t *p, size_t n);
+void browser_eof(struct stream *s);
+/* The stream is gone: Chromium stops and its profile is closed all the same. */
+void browser_abort(struct stream *s);
+void browser_advance(void);
+void browser_poll(void);
+void browser_timers(int64_t now, int64_t *next);
+/* slate-guest --browser: the same protocol on stdin and stdout. Exit status. */
+int browser_main(void);
 
 /* ---- the poll loop (main.c) ---- */
 

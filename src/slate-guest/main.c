@@ -229,7 +229,8 @@ int main(int argc, char *argv[])
 		OPT_PROBE,
 		OPT_IDENTITY,
 		OPT_CDP,
-		OPT_DEVTOOLS
+		OPT_DEVTOOLS,
+		OPT_BROWSER
 	};
 	static const struct option options[] = {
 	        {"channel", required_argument, NULL, OPT_CHANNEL},
@@ -240,7 +241,8 @@ int main(int argc, char *argv[])
 	        {"probe", no_argument, NULL, OPT_PROBE},
 	        {"identity", no_argument, NULL, OPT_IDENTITY},
 	        {"cdp-port", required_argument, NULL, OPT_CDP},
-	        /* Hidden: the tests' DevTools port. */
+	        /* Hidden: the browser VM's side (doc/guest-channel.md), and the tests' port. */
+	        {"browser", no_argument, NULL, OPT_BROWSER},
 	        {"devtools-port", required_argument, NULL, OPT_DEVTOOLS},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
@@ -248,7 +250,7 @@ int main(int argc, char *argv[])
 	};
 	const char *channel = NULL, *agent = "/run/slate/ssh-agent.sock";
 	int proxy_port = 3128, cdp_port = 9222;
-	bool once = false;
+	bool once = false, browser = false;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
@@ -274,6 +276,9 @@ int main(int argc, char *argv[])
 				fprintf(stderr, "slate-guest: --devtools-port takes 1..65535\n");
 				return 2;
 			}
+			break;
+		case OPT_BROWSER:
+			browser = true;
 			break;
 		case OPT_AGENT:
 			agent = strcmp(optarg, "none") == 0 ? NULL : optarg;
@@ -303,6 +308,8 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 2;
 	}
+	if (browser)
+		return browser_main();
 	if (agent && strlen(agent) >= 108) {
 		fprintf(stderr, "slate-guest: --agent-socket path too long\n");
 		return 2;
@@ -334,6 +341,7 @@ int main(int argc, char *argv[])
 		chan_timers(now, &next);
 		exec_timers(now, &next);
 		fwd_timers(now, &next);
+		browser_timers(now, &next);
 		streams_advance();
 		chan_flush();
 

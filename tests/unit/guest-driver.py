@@ -11,7 +11,7 @@ end is SOCKET (the forwarding tests are left out).
 
 Checks exec sessions (status, signals, stdout/stderr, binary data both ways, flow control, PTY,
 SIGNAL, TIMEOUT, many at once), the stream rules (unknown service, stream limit), forwarded
-connections (http-proxy, ssh-agent, cdp both ways), and recovery: host reconnects, garbage and oversized frames,
+connections (http-proxy, ssh-agent, cdp both ways), the browser protocol's refusals, and recovery: host reconnects, garbage and oversized frames,
 window violations. Exit status 0 when everything passed."""
 
 import os
@@ -768,6 +768,32 @@ def t_cdp(h):
         ls.close()
 
 
+def t_browser_request(h):
+    # Only malformed requests: a "start" would set Chromium up on this machine (the agent
+    # refuses it unless root; the browser VM's tests are tests/integration's).
+    for req, want in ((b"bogus\n", b"error unknown line\n"),
+                      (b"window 1x1\n", b"error window wants WxH, each 16..16384\n"),
+                      (b"ca 5\nhello", b"error ca: not a PEM certificate\n"),
+                      (b"stop\n", b"error stop before start\n"),
+                      (b"start\n", b"error must run as root\n" if os.geteuid() else None)):
+        if want is None:
+            continue
+        s = h.open("browser")
+        h.wait(lambda: s.opened is not None, what="OPEN_OK")
+        check(s.opened is True, "browser OPEN: %r" % s.opened)
+        s.exec = False
+        h.send_data(s, req)
+        h.wait(lambda: s.got_close, what="the browser stream's end")
+        check(bytes(s.data) == want and s.got_eof, "%r: %r" % (req, bytes(s.data)))
+    # EOF before start: the stream ends, nothing said.
+    s = h.open("browser")
+    h.wait(lambda: s.opened is not None, what="OPEN_OK")
+    s.exec = False
+    h.send(frame(EOF, s.sid))
+    h.wait(lambda: s.got_close, what="CLOSE after EOF")
+    check(bytes(s.data) == b"", "EOF before start: %r" % bytes(s.data))
+
+
 def t_reconnect(h):
     s = h.exec(request(["sleep", "30"]), eof=False)
     h.wait(lambda: s.records, what="STARTED")
@@ -825,6 +851,7 @@ TESTS = [
     ("stream limit", t_stream_limit),
     ("http-proxy and ssh-agent forwarding", t_proxy),
     ("cdp both ways", t_cdp),
+    ("browser request errors", t_browser_request),
     ("host reconnection", t_reconnect),
     ("garbage, oversized frames, protocol errors", t_garbage),
 ]
