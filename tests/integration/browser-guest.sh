@@ -113,6 +113,12 @@ log "ephemeral: $(grep '^ok' "$work/b.out")"
 s exec $ws -- curl -s --noproxy '*' http://127.0.0.1:9223/json/version >"$work/version.json" ||
     fail "DevTools do not answer on 127.0.0.1:9223"
 grep -q '"Browser": "HeadlessChrome/' "$work/version.json" || fail "$(cat "$work/version.json")"
+# The relay is transparent to CDP clients: the debugger URL follows the request's Host, so a client
+# of the workspace's 127.0.0.1:9222 is sent back to 9222, not to the browser VM's 9223.
+s exec $ws -- curl -s --noproxy '*' -H 'Host: 127.0.0.1:9222' http://127.0.0.1:9223/json/version \
+    >"$work/version.json" || fail "DevTools do not answer with Host: 127.0.0.1:9222"
+grep -q '"webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/' "$work/version.json" ||
+    fail "the debugger URL does not follow Host: $(cat "$work/version.json")"
 chromes >"$work/chromes"
 [ -s "$work/chromes" ] || fail "no Chromium process"
 awk '$2 != 1000 { exit 1 }' "$work/chromes" || fail "Chromium runs as another user: $(cat "$work/chromes")"
