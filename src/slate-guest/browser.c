@@ -534,6 +534,19 @@ static int helper_start(struct browser *b, bool teardown)
 
 static void chrome_exited(void *ctx, int status);
 
+/*
+ * Chromium's own binary, not Debian's /usr/bin/chromium-headless-shell: that is a shell script
+ * that runs the binary as its child, so our SIGTERM would end the script alone and the
+ * SIGKILL of the process group that follows would take Chromium down before it wrote its
+ * cookies and local storage (browser.sh's --persist check found that).
+ */
+static const char *chromium_program(void)
+{
+	static const char real[] = "/usr/lib/chromium/chromium-headless-shell";
+
+	return access(real, X_OK) == 0 ? real : "chromium-headless-shell";
+}
+
 static int chrome_start(struct browser *b)
 {
 	char port[48], window[48], profile[300];
@@ -551,7 +564,7 @@ static int chrome_start(struct browser *b)
 	 * kernel has USER_NS and SECCOMP_FILTER (tests/integration/browser-guest.sh checks that a
 	 * renderer runs under seccomp-bpf in a PID namespace of its own). */
 	const char *argv[] = {
-	        "chromium-headless-shell", port, "--remote-debugging-address=127.0.0.1", profile,
+	        chromium_program(), port, "--remote-debugging-address=127.0.0.1", profile,
 	        /* slate-guest's own 3128 listener: the workspace's egress proxy on the host (the
 	         * browser VM has no NIC). Loopback (DevTools) is never proxied. */
 	        "--proxy-server=http://127.0.0.1:3128", window, "--no-first-run",

@@ -105,15 +105,15 @@ grep -q "^page.browser.test \"GET / HTTP" "$work/page.log" ||
     fail "the page's server saw no request: $(cat "$work/page.log")"
 s trace $ws >"$work/trace" 2>&1 || fail "trace: $(cat "$work/trace")"
 grep -q "page.browser.test" "$work/trace" || fail "the trace lacks the browser's request: $(cat "$work/trace")"
-# A host the workspace's policy denies: the proxy refuses, the server sees nothing.
-: >"$work/page.log"
-"$py" "$cdp" navigate http://denied.browser.test/ -- "${nc_cmd[@]}" >/dev/null 2>&1 || true
-[ ! -s "$work/page.log" ] || fail "a denied host reached the server: $(cat "$work/page.log")"
-
 # A screenshot, through slated's own DevTools stream.
 s browser $ws --screenshot "$work/shot.png" 2>"$work/err" || fail "screenshot: $(cat "$work/err")"
 "$py" "$top_srcdir/tests/integration/png-red.py" "$work/shot.png" 0.9 ||
     fail "the screenshot does not show the red page"
+
+# A host the workspace's policy denies: the proxy refuses, the server sees nothing.
+: >"$work/page.log"
+"$py" "$cdp" navigate http://denied.browser.test/ -- "${nc_cmd[@]}" >/dev/null 2>&1 || true
+[ ! -s "$work/page.log" ] || fail "a denied host reached the server: $(cat "$work/page.log")"
 
 # The browser VM is no workspace: slate ls shows the one workspace only.
 [ "$(s ls --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["workspaces"]))')" = 1 ] ||
@@ -155,6 +155,9 @@ log "browser start --persist (a new profile disk) to CDP-ready: $(ms "$t0" "$t1"
     fail "CDP set-cookie: $(cat "$work/err")"
 [ "$("$py" "$cdp" eval "localStorage.setItem('slatekey', '$ls_val'); 'set'" -- "${nc_cmd[@]}")" = set ] ||
     fail "localStorage.setItem"
+"$py" "$cdp" cookies http://page.browser.test/ -- "${nc_cmd[@]}" >"$work/cookies" 2>"$work/err" ||
+    fail "CDP cookies: $(cat "$work/err")"
+grep -qx "$ck_name=$ck_val" "$work/cookies" || fail "the cookie was not set: $(cat "$work/cookies")"
 s browser $ws stop --json >"$work/stop.json" 2>"$work/err" || fail "browser stop (persist): $(cat "$work/err")"
 [ "$(jget chromium_closed <"$work/stop.json")" = true ] ||
     fail "Chromium did not close cleanly: $(cat "$work/stop.json")"
@@ -168,7 +171,8 @@ t1=$(date +%s%N)
 log "browser start --persist (the kept profile) to CDP-ready: $(ms "$t0" "$t1") ms"
 "$py" "$cdp" cookies http://page.browser.test/ -- "${nc_cmd[@]}" >"$work/cookies" 2>"$work/err" ||
     fail "CDP cookies: $(cat "$work/err")"
-grep -qx "$ck_name=$ck_val" "$work/cookies" || fail "the cookie did not survive: $(cat "$work/cookies")"
+grep -qx "$ck_name=$ck_val" "$work/cookies" ||
+    fail "the cookie did not survive: $(cat "$work/cookies"); localStorage: $("$py" "$cdp" eval "localStorage.getItem('slatekey')" -- "${nc_cmd[@]}" 2>&1)"
 "$py" "$cdp" navigate http://page.browser.test/ -- "${nc_cmd[@]}" >/dev/null 2>&1 || fail "navigate (persist 2)"
 [ "$("$py" "$cdp" eval "localStorage.getItem('slatekey')" -- "${nc_cmd[@]}")" = "$ls_val" ] ||
     fail "the localStorage value did not survive"
@@ -210,7 +214,7 @@ grep -q "removing slate.browser-$ws, left by an earlier slated" "$work/slated.lo
     fail "the sweep did not say what it removed"
 
 s stop --force $ws >/dev/null 2>&1 || true
-s wipe-home $ws >/dev/null || fail "wipe-home $ws"
+s wipe-home --yes $ws >/dev/null || fail "wipe-home $ws"
 [ ! -e "$wsdir/browser-profile.key" ] && [ ! -e "$wsdir/browser-profile.img" ] ||
     fail "wipe-home left the kept profile: $(ls "$wsdir")"
 s rm --yes $ws >/dev/null || fail "rm $ws"
