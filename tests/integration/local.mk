@@ -73,6 +73,11 @@ integration_tests += tests/integration/browser-image.sh
 integration_tests += tests/integration/browser.sh
 EXTRA_DIST += tests/integration/cdp-client.py tests/integration/png-red.py
 
+# Watching and taking over the browser (slate browser NAME view): VNC on a unix socket that
+# slated bridges to DevTools; an RFB client reads a red page, clicks, reads it green; the
+# socket's mode, another uid refused, no TCP listener, nothing left after stop.
+integration_tests += tests/integration/browser-view.sh
+
 # lib.sh keeps the booted snapshots its tests restore from (SLATE_TEST_SNAPSHOTS) here, one per
 # key, made by the first test that needs one.
 clean-local: clean-snapshot-cache
