@@ -651,6 +651,8 @@ static void stream_kill(struct stream *s)
 		exec_abort(s);
 	if (s->fwd)
 		fwd_abort(s);
+	if (s->browser)
+		browser_abort(s);
 	identity_abort(s);
 	s->dead = true;
 	for (unsigned i = 0; i < n_streams; i++) {
@@ -690,6 +692,19 @@ void stream_grant(struct stream *s, size_t budget)
 		return;
 	if (send_u32(CH_WINDOW, s->id, (uint32_t)budget) == 0)
 		s->recv_win += (uint32_t)budget;
+}
+
+void stream_accepted(struct stream *s, int err, const char *why)
+{
+	if (s->dead || !s->accepting)
+		return;
+	s->accepting = false;
+	if (err == 0) {
+		(void)send_u32(CH_OPEN_OK, s->id, CH_INITIAL_WINDOW);
+		return;
+	}
+	(void)chan_send(CH_OPEN_FAIL, s->id, "\0\0\0\3", 4, why, (uint32_t)strlen(why));
+	stream_kill(s);
 }
 
 unsigned guest_stream_count(void)
@@ -751,6 +766,7 @@ void streams_advance(void)
 		else if (s->fwd)
 			fwd_advance(s);
 	}
+	browser_advance();
 }
 
 void streams_poll(void)
@@ -762,6 +778,7 @@ void streams_poll(void)
 		else if (s->fwd)
 			fwd_poll(s);
 	}
+	browser_poll();
 }
 
 /* ---- frames from the host ---- */
@@ -798,6 +815,7 @@ static void handle_hello(const struct ch_frame *f)
 static void handle_open(const struct ch_frame *f)
 {
 	char service[CH_MAX_SERVICE + 1];
+	enum stream_kind kind;
 	uint32_t window;
 	struct stream *s;
 	int r;
@@ -818,24 +836,55 @@ static void handle_open(const struct ch_frame *f)
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\2", 4, "too many streams", 16);
 		return;
 	}
-	if (strcmp(service, "exec") != 0 && strcmp(service, "identity") != 0) {
+	if (strcmp(service, "exec") == 0)
+		kind = ST_EXEC;
+	else if (strcmp(service, "identity") == 0)
+		kind = ST_IDENTITY;
+	else if (strcmp(service, "cdp") == 0)
+		kind = ST_FWD;
+	else if (strcmp(service, "browser") == 0)
+		kind = ST_BROWSER;
+	else {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\1", 4, "unknown service", 15);
 		return;
 	}
-	s = stream_new(f->stream, service[0] == 'e' ? ST_EXEC : ST_IDENTITY);
-	if (s) {
-		s->send_win = window;
-		s->recv_win = CH_INITIAL_WINDOW;
-		r = s->kind == ST_EXEC ? exec_open(s) : identity_open(s);
-		if (r < 0) {
-			stream_kill(s);
-			s = NULL;
-		}
-	}
+	s = stream_new(f->stream, kind);
 	if (!s) {
 		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\3", 4, "out of memory", 13);
 		return;
 	}
+	s->send_win = window;
+	s->recv_win = CH_INITIAL_WINDOW;
+	switch (kind) {
+	case ST_EXEC:
+		r = exec_open(s);
+		break;
+	case ST_IDENTITY:
+		r = identity_open(s);
+		break;
+	case ST_FWD:
+		r = fwd_connect(s);
+		break;
+	default:
+		r = browser_open(s);
+		break;
+	}
+	if (r < 0) {
+		char why[160];
+		if (kind == ST_FWD)
+			snprintf(why, sizeof(why), "cannot connect to 127.0.0.1:%d: %s",
+			         devtools_port, strerror(-r));
+		else if (r == -EBUSY)
+			snprintf(why, sizeof(why), "a browser session is running already");
+		else
+			snprintf(why, sizeof(why), "%s", strerror(-r));
+		stream_kill(s);
+		(void)chan_send(CH_OPEN_FAIL, f->stream, "\0\0\0\3", 4, why, (uint32_t)strlen(why));
+		return;
+	}
+	/* Connecting: fwd answers once connect() finished (stream_accepted()). */
+	if (r == 1)
+		return;
 	(void)send_u32(CH_OPEN_OK, f->stream, CH_INITIAL_WINDOW);
 }
 
@@ -847,6 +896,11 @@ static void handle_stream_frame(const struct ch_frame *f)
 	/* Frames for an id that was just closed are in flight: dropped. */
 	if (!s)
 		return;
+	/* The host opened it and has had no answer: it can send nothing yet. */
+	if (s->accepting) {
+		proto_error(f, "frame for a stream before its OPEN_OK");
+		return;
+	}
 	switch (f->type) {
 	case CH_OPEN_OK:
 	case CH_OPEN_FAIL:
@@ -886,6 +940,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_data(s, f->payload, f->len);
 		else if (s->ident)
 			identity_data(s, f->payload, f->len);
+		else if (s->browser)
+			browser_data(s, f->payload, f->len);
 		return;
 	case CH_WINDOW:
 		v = ch_get_u32(f->payload);
@@ -909,6 +965,8 @@ static void handle_stream_frame(const struct ch_frame *f)
 			fwd_eof(s);
 		else if (s->ident)
 			identity_eof(s);
+		else if (s->browser)
+			browser_eof(s);
 		return;
 	case CH_CLOSE:
 		if (s->opening) {

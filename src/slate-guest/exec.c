@@ -906,6 +906,45 @@ void exec_advance(struct stream *s)
 
 /* ---- children and timers ---- */
 
+/* Children of other parts (browser.c's Chromium): their owners hear of their exit. */
+static struct {
+	pid_t pid;
+	void (*fn)(void *ctx, int status);
+	void *ctx;
+} watches[4];
+
+int child_watch(pid_t pid, void (*fn)(void *ctx, int status), void *ctx)
+{
+	for (size_t i = 0; i < sizeof(watches) / sizeof(watches[0]); i++) {
+		if (watches[i].pid == 0) {
+			watches[i].pid = pid;
+			watches[i].fn = fn;
+			watches[i].ctx = ctx;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void child_unwatch(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(watches) / sizeof(watches[0]); i++)
+		if (watches[i].pid == pid)
+			watches[i].pid = 0;
+}
+
+static bool watch_reaped(pid_t pid, int status)
+{
+	for (size_t i = 0; i < sizeof(watches) / sizeof(watches[0]); i++) {
+		if (watches[i].pid == pid) {
+			watches[i].pid = 0;
+			watches[i].fn(watches[i].ctx, status);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void reap(void)
 {
 	int status;
@@ -913,6 +952,8 @@ static void reap(void)
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct exec *e;
+		if (watch_reaped(pid, status))
+			continue;
 		for (e = execs; e; e = e->next)
 			if (e->pid == pid && !e->exited)
 				break;

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 
 /*
- * Local connections forwarded to the host: each connection accepted on 127.0.0.1:3128 opens an
- * "http-proxy" stream, each one on the SSH agent socket an "ssh-agent" stream, and bytes flow
- * both ways with half-close (EOF) and flow control. An OPEN_FAIL closes the local connection.
+ * Local connections relayed over streams, in both directions, by one code path (struct fwd):
+ *
+ * - guest-opened: each connection accepted on 127.0.0.1:3128 opens an "http-proxy" stream, each
+ *   one on 127.0.0.1:9222 a "cdp" stream (the workspace's end of the browser VM's DevTools), each
+ *   one on the SSH agent socket an "ssh-agent" stream. An OPEN_FAIL closes the local connection.
+ * - host-opened: a "cdp" stream (in the browser VM) connects to Chromium's DevTools on
+ *   127.0.0.1:9223; OPEN_OK once connected, OPEN_FAIL with the reason when that fails.
+ *
+ * Either way bytes flow both ways with half-close (EOF) and flow control.
  */
 
 #include <arpa/inet.h>
@@ -22,12 +28,19 @@
 #define FWD_WINDOW CH_INITIAL_WINDOW
 #define LISTEN_RETRY_MS 5000
 #define READS_PER_WAKEUP 4
+/* A connect() to a loopback port answers at once, unless its listener's backlog is full. */
+#define CONNECT_TIMEOUT_MS 10000
+
+int devtools_port = DEVTOOLS_PORT;
 
 struct fwd {
 	struct stream *s;
 	int fd;          /* -1 once the local side failed or closed */
 	struct gbuf out; /* from the host, not yet written to the local socket */
 	bool shut;       /* the host's EOF was passed on (shutdown(SHUT_WR)) */
+	bool connecting; /* host-opened: connect() in progress, the OPEN not answered yet */
+	int64_t connect_deadline;
+	struct fwd *next_connecting;
 };
 
 struct listener {
@@ -39,8 +52,9 @@ struct listener {
 	bool logged;
 };
 
-static struct listener listeners[2];
+static struct listener listeners[3];
 static unsigned n_listeners;
+static struct fwd *connecting; /* host-opened fwds whose connect() is in progress */
 
 /* ---- listening ---- */
 
@@ -118,13 +132,16 @@ static void listener_open(struct listener *l, int64_t now)
 	l->retry_at = now + LISTEN_RETRY_MS;
 }
 
-int fwd_init(int proxy_port, const char *agent_socket)
+int fwd_init(int proxy_port, int cdp_port, const char *agent_socket)
 {
 	int64_t now = now_ms();
 
 	if (proxy_port > 0)
 		listeners[n_listeners++] =
 		        (struct listener){.service = "http-proxy", .port = proxy_port, .fd = -1};
+	if (cdp_port > 0)
+		listeners[n_listeners++] =
+		        (struct listener){.service = "cdp", .port = cdp_port, .fd = -1};
 	if (agent_socket)
 		listeners[n_listeners++] =
 		        (struct listener){.service = "ssh-agent", .path = agent_socket, .fd = -1};
@@ -133,8 +150,17 @@ int fwd_init(int proxy_port, const char *agent_socket)
 	return 0;
 }
 
+static void connect_done(struct fwd *f, int err);
+
 void fwd_timers(int64_t now, int64_t *next)
 {
+	for (struct fwd *f = connecting, *n; f; f = n) {
+		n = f->next_connecting;
+		if (now >= f->connect_deadline)
+			connect_done(f, ETIMEDOUT);
+		else
+			deadline_min(next, f->connect_deadline);
+	}
 	for (unsigned i = 0; i < n_listeners; i++) {
 		struct listener *l = &listeners[i];
 		if (l->fd >= 0)
@@ -144,6 +170,18 @@ void fwd_timers(int64_t now, int64_t *next)
 		if (l->fd < 0)
 			deadline_min(next, l->retry_at);
 	}
+}
+
+static struct fwd *fwd_new(void)
+{
+	struct fwd *f = calloc(1, sizeof(*f));
+
+	if (!f || gbuf_init(&f->out, FWD_WINDOW) < 0) {
+		free(f);
+		return NULL;
+	}
+	f->fd = -1;
+	return f;
 }
 
 static void accept_event(void *ctx, short revents)
@@ -160,15 +198,12 @@ static void accept_event(void *ctx, short revents)
 				guest_log("%s: accept: %s", l->service, strerror(errno));
 			return;
 		}
-		f = calloc(1, sizeof(*f));
-		if (!f || gbuf_init(&f->out, FWD_WINDOW) < 0) {
-			free(f);
-			(void)close(fd);
-			return;
-		}
-		f->s = stream_open(l->service, FWD_WINDOW);
-		if (!f->s) {
-			gbuf_free(&f->out);
+		f = fwd_new();
+		if (f)
+			f->s = stream_open(l->service, FWD_WINDOW);
+		if (!f || !f->s) {
+			if (f)
+				gbuf_free(&f->out);
 			free(f);
 			(void)close(fd);
 			return;
@@ -187,10 +222,90 @@ void fwd_poll_listeners(void)
 		poll_add(listeners[i].fd, POLLIN, accept_event, &listeners[i]);
 }
 
+/* ---- host-opened: connecting ---- */
+
+static void connecting_remove(struct fwd *f)
+{
+	for (struct fwd **p = &connecting; *p; p = &(*p)->next_connecting) {
+		if (*p == f) {
+			*p = f->next_connecting;
+			break;
+		}
+	}
+	f->connecting = false;
+}
+
+int fwd_connect(struct stream *s)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)devtools_port)};
+	struct fwd *f = fwd_new();
+	int fd;
+
+	if (!f)
+		return -ENOMEM;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+		gbuf_free(&f->out);
+		free(f);
+		return -e;
+	}
+	f->s = s;
+	f->fd = fd;
+	s->fwd = f;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return 0;
+	if (errno == EINPROGRESS) {
+		f->connecting = true;
+		f->connect_deadline = now_ms() + CONNECT_TIMEOUT_MS;
+		f->next_connecting = connecting;
+		connecting = f;
+		s->accepting = true;
+		return 1;
+	}
+	int e = errno;
+	fwd_abort(s);
+	return -e;
+}
+
+/* The connect() finished (err 0) or failed: the host's OPEN gets its answer. */
+static void connect_done(struct fwd *f, int err)
+{
+	char why[128];
+
+	connecting_remove(f);
+	if (err == 0) {
+		stream_accepted(f->s, 0, NULL);
+		return;
+	}
+	snprintf(why, sizeof(why), "cannot connect to 127.0.0.1:%d: %s", devtools_port,
+	         strerror(err));
+	/* Frees the stream, and f with it (fwd_abort). */
+	stream_accepted(f->s, err, why);
+}
+
+static void connect_event(void *ctx, short revents)
+{
+	struct stream *s = ctx;
+	struct fwd *f = s->fwd;
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	(void)revents;
+	if (s->dead || !f || !f->connecting)
+		return;
+	if (getsockopt(f->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	connect_done(f, err);
+}
+
 /* ---- relaying ---- */
 
 static void fwd_free(struct fwd *f)
 {
+	if (f->connecting)
+		connecting_remove(f);
 	if (f->fd >= 0)
 		(void)close(f->fd);
 	gbuf_free(&f->out);
@@ -232,8 +347,8 @@ static bool can_read_local(const struct fwd *f)
 {
 	const struct stream *s = f->s;
 
-	return f->fd >= 0 && !s->opening && !s->sent_eof && !s->sent_close && s->send_win > 0 &&
-	       outq_bytes < OUTQ_HIGH;
+	return f->fd >= 0 && !s->opening && !f->connecting && !s->sent_eof && !s->sent_close &&
+	       s->send_win > 0 && outq_bytes < OUTQ_HIGH;
 }
 
 static void fwd_read(struct fwd *f)
@@ -278,6 +393,10 @@ void fwd_poll(struct stream *s)
 
 	if (f->fd < 0)
 		return;
+	if (f->connecting) {
+		poll_add(f->fd, POLLOUT, connect_event, s);
+		return;
+	}
 	if (can_read_local(f))
 		ev |= POLLIN;
 	if (f->out.len)
@@ -321,7 +440,7 @@ void fwd_advance(struct stream *s)
 {
 	struct fwd *f = s->fwd;
 
-	if (s->opening)
+	if (s->opening || f->connecting)
 		return;
 	/* Done both ways, or the local side is gone: CLOSE, then wait for the host's. */
 	if (f->fd < 0 || (s->sent_eof && s->got_eof && f->shut)) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "parse.h"
 #include "proto.h"
 
 /* ---- log and time (main.c) ---- */
@@ -58,16 +59,18 @@ int gbuf_write(struct gbuf *b, int fd);
 /* Stop reading local sources while this much is queued for the channel. */
 #define OUTQ_HIGH (1024u * 1024)
 
-enum stream_kind { ST_EXEC, ST_FWD, ST_IDENTITY };
+enum stream_kind { ST_EXEC, ST_FWD, ST_IDENTITY, ST_BROWSER };
 
 struct exec;
 struct fwd;
 struct ident;
+struct browser;
 
 struct stream {
 	uint32_t id;
 	enum stream_kind kind;
 	bool opening;      /* guest-opened, no OPEN_OK yet */
+	bool accepting;    /* host-opened, our OPEN_OK or OPEN_FAIL not sent yet */
 	bool sent_eof;     /* we sent EOF */
 	bool got_eof;      /* the host sent EOF */
 	bool sent_close;   /* we sent CLOSE: waiting for the host's */
@@ -76,7 +79,8 @@ struct stream {
 	uint32_t recv_win; /* DATA bytes we let the host send and have not received */
 	struct exec *exec; /* the service's state; NULL once it sent CLOSE */
 	struct fwd *fwd;
-	struct ident *ident; /* an "identity" stream until it answered */
+	struct ident *ident;     /* an "identity" stream until it answered */
+	struct browser *browser; /* a "browser" stream */
 	struct stream *grave_next;
 };
 
@@ -112,6 +116,9 @@ void stream_close(struct stream *s);
 void stream_grant(struct stream *s, size_t budget);
 /* Opens a guest stream for service; the caller fills in s->fwd. NULL when out of ids/memory. */
 struct stream *stream_open(const char *service, uint32_t window);
+/* Answers a host OPEN left accepting: OPEN_OK (err 0), or OPEN_FAIL "unavailable" with why, which
+ * frees the stream. */
+void stream_accepted(struct stream *s, int err, const char *why);
 /* How many guest-opened streams exist (CH_MAX_STREAMS at most). */
 unsigned guest_stream_count(void);
 
@@ -137,10 +144,22 @@ void exec_advance(struct stream *s);
 void exec_init(void);
 void exec_poll_sigchld(void);
 void exec_timers(int64_t now, int64_t *next);
+/* Calls fn(ctx, wait status) once pid (a child of ours that no exec session owns) is reaped.
+ * 0, or -ENOSPC when too many are watched. */
+int child_watch(pid_t pid, void (*fn)(void *ctx, int status), void *ctx);
+void child_unwatch(pid_t pid);
 
 /* ---- forwarded connections (fwd.c) ---- */
 
-int fwd_init(int proxy_port, const char *agent_socket);
+/* The port Chromium's DevTools listen on in the browser VM: a host-opened "cdp" stream connects
+ * there (slate-guest's own 9222 listener is the workspace's end). */
+#define DEVTOOLS_PORT 9223
+/* DEVTOOLS_PORT, or --devtools-port's (the tests'). */
+extern int devtools_port;
+int fwd_init(int proxy_port, int cdp_port, const char *agent_socket);
+/* The host opened a "cdp" stream: connect to 127.0.0.1:devtools_port. 0: connected (answer
+ * OPEN_OK), 1: connecting (fwd answers with stream_accepted()), -errno (answer OPEN_FAIL). */
+int fwd_connect(struct stream *s);
 void fwd_data(struct stream *s, const uint8_t *p, size_t n);
 void fwd_eof(struct stream *s);
 void fwd_open_ok(struct stream *s);
@@ -149,6 +168,27 @@ void fwd_poll(struct stream *s);
 void fwd_advance(struct stream *s);
 void fwd_poll_listeners(void);
 void fwd_timers(int64_t now, int64_t *next);
+
+/* ---- the browser VM's Chromium (browser.c) ---- */
+
+/* The host opened a "browser" stream. 0, -EBUSY (one browser at a time) or -ENOMEM. */
+int browser_open(struct stream *s);
+void browser_data(struct stream *s, const uint8_t *p, size_t n);
+void browser_eof(struct stream *s);
+/* The stream is gone: Chromium stops and its profile is closed all the same. */
+void browser_abort(struct stream *s);
+void browser_advance(void);
+void browser_poll(void);
+void browser_timers(int64_t now, int64_t *next);
+/* slate-guest --browser: the same protocol on stdin and stdout. Exit status. */
+int browser_main(void);
+
+/* ---- the poll loop (main.c) ---- */
+
+/* Empties the poll table (before the poll_add()s of an iteration). */
+void poll_reset(void);
+/* Polls the table until next (monotonic ms) and calls the handlers. 0 or -errno. */
+int poll_run(int64_t next);
 
 /* ---- users (user.c) ---- */
 
@@ -188,10 +228,6 @@ int provision_main(void);
 /* slate-guest --probe: the guest half of `slate probe` (doc/residue.md), stdin to stdout. Exit
  * status: 0, 1 when it could not go on, 2 on a malformed request. */
 int probe_main(void);
-/* Exactly 2 * len lower-case hex digits into out. */
-bool parse_hex(const char *s, uint8_t *out, size_t len);
-/* A decimal number: digits only, no leading zero, at most max. */
-bool parse_dec(const char *s, uint64_t max, uint64_t *ret);
 
 /* ---- identity after a snapshot restore (identity.c) ---- */
 

@@ -104,7 +104,8 @@ int gbuf_write(struct gbuf *b, int fd)
 
 /* ---- the poll table ---- */
 
-/* The channel, the SIGCHLD fd, two listeners and up to three fds per stream. */
+/* The channel, the SIGCHLD fd, three listeners, the browser's two and up to three fds per
+ * stream. */
 #define MAX_POLL (8 + 3 * 2 * CH_MAX_STREAMS)
 
 static struct pollfd pfds[MAX_POLL];
@@ -126,6 +127,43 @@ void poll_add(int fd, short events, poll_fn fn, void *ctx)
 	n_pfds++;
 }
 
+void poll_reset(void)
+{
+	n_pfds = 0;
+}
+
+int poll_run(int64_t next)
+{
+	int64_t now = now_ms();
+	int timeout = next <= now ? 0 : (int)(next - now < INT_MAX ? next - now : INT_MAX);
+	int n = poll(pfds, n_pfds, timeout);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (unsigned i = 0; i < n_pfds && n > 0; i++) {
+		if (!pfds[i].revents)
+			continue;
+		n--;
+		slots[i].fn(slots[i].ctx, pfds[i].revents);
+	}
+	return 0;
+}
+
+/* 1..65535, or 0 for "none" where allowed. */
+static int parse_port(const char *s, bool none_ok, int *ret)
+{
+	uint64_t v;
+
+	if (none_ok && strcmp(s, "none") == 0) {
+		*ret = 0;
+		return 0;
+	}
+	if (!parse_dec(s, 65535, &v) || v < 1)
+		return -EINVAL;
+	*ret = (int)v;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -138,6 +176,8 @@ static void usage(FILE *f)
 	        "                       port %s)\n"
 	        "  --proxy-port PORT    forward 127.0.0.1:PORT to the host's egress proxy\n"
 	        "                       (default: 3128; none: off)\n"
+	        "  --cdp-port PORT      forward 127.0.0.1:PORT to the workspace's browser VM\n"
+	        "                       (DevTools; default: 9222; none: off)\n"
 	        "  --agent-socket PATH  forward connections to this unix socket to the host's SSH\n"
 	        "                       agent (default: /run/slate/ssh-agent.sock; none: off)\n"
 	        "  --once               print the ready line and exit instead of staying up\n"
@@ -187,7 +227,10 @@ int main(int argc, char *argv[])
 		OPT_AGENT,
 		OPT_PROVISION,
 		OPT_PROBE,
-		OPT_IDENTITY
+		OPT_IDENTITY,
+		OPT_CDP,
+		OPT_DEVTOOLS,
+		OPT_BROWSER
 	};
 	static const struct option options[] = {
 	        {"channel", required_argument, NULL, OPT_CHANNEL},
@@ -197,37 +240,46 @@ int main(int argc, char *argv[])
 	        {"provision", no_argument, NULL, OPT_PROVISION},
 	        {"probe", no_argument, NULL, OPT_PROBE},
 	        {"identity", no_argument, NULL, OPT_IDENTITY},
+	        {"cdp-port", required_argument, NULL, OPT_CDP},
+	        /* Hidden: the browser VM's side (doc/guest-channel.md), and the tests' port. */
+	        {"browser", no_argument, NULL, OPT_BROWSER},
+	        {"devtools-port", required_argument, NULL, OPT_DEVTOOLS},
 	        {"version", no_argument, NULL, OPT_VERSION},
 	        {"help", no_argument, NULL, OPT_HELP},
 	        {0},
 	};
 	const char *channel = NULL, *agent = "/run/slate/ssh-agent.sock";
-	int proxy_port = 3128;
-	bool once = false;
-	int c;
+	int proxy_port = 3128, cdp_port = 9222;
+	bool once = false, browser = false;
+	int c, r;
 
 	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
 		switch (c) {
 		case OPT_CHANNEL:
 			channel = optarg;
 			break;
-		case OPT_PROXY: {
-			char *end;
-			long v;
-			if (strcmp(optarg, "none") == 0) {
-				proxy_port = 0;
-				break;
-			}
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 1 || v > 65535) {
+		case OPT_PROXY:
+			if (parse_port(optarg, true, &proxy_port) < 0) {
 				fprintf(stderr,
 				        "slate-guest: --proxy-port takes 1..65535 or none\n");
 				return 2;
 			}
-			proxy_port = (int)v;
 			break;
-		}
+		case OPT_CDP:
+			if (parse_port(optarg, true, &cdp_port) < 0) {
+				fprintf(stderr, "slate-guest: --cdp-port takes 1..65535 or none\n");
+				return 2;
+			}
+			break;
+		case OPT_DEVTOOLS:
+			if (parse_port(optarg, false, &devtools_port) < 0) {
+				fprintf(stderr, "slate-guest: --devtools-port takes 1..65535\n");
+				return 2;
+			}
+			break;
+		case OPT_BROWSER:
+			browser = true;
+			break;
 		case OPT_AGENT:
 			agent = strcmp(optarg, "none") == 0 ? NULL : optarg;
 			break;
@@ -256,6 +308,8 @@ int main(int argc, char *argv[])
 		usage(stderr);
 		return 2;
 	}
+	if (browser)
+		return browser_main();
 	if (agent && strlen(agent) >= 108) {
 		fprintf(stderr, "slate-guest: --agent-socket path too long\n");
 		return 2;
@@ -266,10 +320,10 @@ int main(int argc, char *argv[])
 		/* Writes to a closed channel, connection or pipe fail with EPIPE instead. */
 		(void)signal(SIGPIPE, SIG_IGN);
 		exec_init();
-		(void)fwd_init(proxy_port, agent);
+		(void)fwd_init(proxy_port, cdp_port, agent);
 		chan_init(channel);
 	}
-	int r = announce_ready();
+	r = announce_ready();
 	if (r < 0) {
 		fprintf(stderr, "slate-guest: cannot write the ready line: %s\n", strerror(-r));
 		return EXIT_FAILURE;
@@ -287,29 +341,20 @@ int main(int argc, char *argv[])
 		chan_timers(now, &next);
 		exec_timers(now, &next);
 		fwd_timers(now, &next);
+		browser_timers(now, &next);
 		streams_advance();
 		chan_flush();
 
-		n_pfds = 0;
+		poll_reset();
 		chan_poll();
 		exec_poll_sigchld();
 		fwd_poll_listeners();
 		streams_poll();
 
-		now = now_ms();
-		int timeout = next <= now ? 0 : (int)(next - now < INT_MAX ? next - now : INT_MAX);
-		int n = poll(pfds, n_pfds, timeout);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			guest_log("poll: %s", strerror(errno));
+		r = poll_run(next);
+		if (r < 0) {
+			guest_log("poll: %s", strerror(-r));
 			return EXIT_FAILURE;
-		}
-		for (unsigned i = 0; i < n_pfds && n > 0; i++) {
-			if (!pfds[i].revents)
-				continue;
-			n--;
-			slots[i].fn(slots[i].ctx, pfds[i].revents);
 		}
 	}
 }

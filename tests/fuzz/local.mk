@@ -81,3 +81,17 @@ endif
 unit_programs += tests/unit/test-fuzz-corpus-helper-request
 tests_unit_test_fuzz_corpus_helper_request_SOURCES = tests/fuzz/replay.c \
 	tests/fuzz/fuzz-helper-request.c
+# The browser VM's request lines (slate-guest's browser-req.c): host input that decides what the
+# agent formats, mounts and starts.
+if ENABLE_FUZZING
+noinst_PROGRAMS += tests/fuzz/fuzz-browser-req
+tests_fuzz_fuzz_browser_req_SOURCES = tests/fuzz/fuzz-browser-req.c \
+	src/slate-guest/browser-req.c src/slate-guest/parse.c
+tests_fuzz_fuzz_browser_req_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/slate-guest
+tests_fuzz_fuzz_browser_req_CFLAGS = $(LIBSLATE_CFLAGS) $(FUZZ_FLAGS)
+tests_fuzz_fuzz_browser_req_LDFLAGS = $(FUZZ_FLAGS)
+endif
+unit_programs += tests/unit/test-fuzz-corpus-browser-req
+tests_unit_test_fuzz_corpus_browser_req_SOURCES = tests/fuzz/replay.c \
+	tests/fuzz/fuzz-browser-req.c src/slate-guest/browser-req.c src/slate-guest/parse.c
+tests_unit_test_fuzz_corpus_browser_req_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/slate-guest

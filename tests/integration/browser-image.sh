@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The browser image (issue 24, images/browser/README.md) as an ordinary kernel-boot image under
 # TCG: a workspace of it (1 GiB, 1 vCPU, cold boot) starts; chromium-headless-shell started
-# through `slate exec` as the workspace user answers DevTools' /json/version on 127.0.0.1:9222
-# inside the guest within 120 s, as HeadlessChrome; a --screenshot of a red page is a PNG whose
-# every pixel is red, decoded on the host. Logs the cold start, exec-to-CDP-ready and screenshot
-# times. Skips when the image cannot be built here (no network or apt, not Debian amd64);
+# through `slate exec` as the workspace user answers DevTools' /json/version on 127.0.0.1:9223
+# (9222 is slate-guest's cdp listener) inside the guest within 120 s, as HeadlessChrome; a
+# --screenshot of a red page is a PNG whose every pixel is red, decoded on the host. Logs the cold
+# start, exec-to-CDP-ready and screenshot times. Skips when the image cannot be built here (no
+# network or apt, not Debian amd64);
 # SLATE_TEST_BROWSER_IMAGE_DIR names a prebuilt one.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
@@ -63,13 +64,13 @@ log "cold start to slate-guest ready: $(ms "$t0" "$t1") ms"
 # own clock.
 t0=$(date +%s%N)
 s exec $ws -- sh -c 'setsid chromium-headless-shell --no-sandbox --user-data-dir=/tmp/p \
-    --remote-debugging-port=9222 about:blank </dev/null >/tmp/chromium.log 2>&1 &' ||
+    --remote-debugging-port=9223 about:blank </dev/null >/tmp/chromium.log 2>&1 &' ||
     fail "starting chromium-headless-shell"
 # shellcheck disable=SC2016 # expanded by the guest's shell
 s exec --timeout 150 $ws -- sh -c '
     read -r a _ </proc/uptime
     i=0
-    until curl -s http://127.0.0.1:9222/json/version >/tmp/version.json; do
+    until curl -s http://127.0.0.1:9223/json/version >/tmp/version.json; do
         i=$((i + 1))
         [ "$i" -lt 1200 ] || exit 3
         sleep 0.1
@@ -77,7 +78,7 @@ s exec --timeout 150 $ws -- sh -c '
     read -r b _ </proc/uptime
     echo "$a $b"' >"$work/poll.out" 2>"$work/err" || {
     s exec $ws -- tail -n 20 /tmp/chromium.log >&2 || true
-    fail "DevTools did not answer on 127.0.0.1:9222 within 120 s: $(cat "$work/err")"
+    fail "DevTools did not answer on 127.0.0.1:9223 within 120 s: $(cat "$work/err")"
 }
 t1=$(date +%s%N)
 read -r a b <"$work/poll.out"
@@ -85,8 +86,8 @@ log "exec to CDP-ready: $(ms "$t0" "$t1") ms on the host, $(awk -v a="$a" -v b="
 s exec $ws -- cat /tmp/version.json >"$work/version.json"
 grep -q '"Browser": "HeadlessChrome/' "$work/version.json" ||
     fail "/json/version does not say HeadlessChrome: $(cat "$work/version.json")"
-grep -q '"webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/' "$work/version.json" ||
-    fail "/json/version has no ws://127.0.0.1:9222 debugger URL: $(cat "$work/version.json")"
+grep -q '"webSocketDebuggerUrl": "ws://127.0.0.1:9223/devtools/browser/' "$work/version.json" ||
+    fail "/json/version has no ws://127.0.0.1:9223 debugger URL: $(cat "$work/version.json")"
 log "$(grep '"Browser"' "$work/version.json" | tr -s ' ')"
 log "guest memory with Chromium running: $(s exec $ws -- sh -c 'grep -E "MemTotal|MemAvailable" /proc/meminfo | tr -s " " | paste -sd " "')"
 

@@ -78,6 +78,11 @@ EXTRA_DIST += tests/integration/cdp-client.py tests/integration/png-red.py
 # socket's mode, another uid refused, no TCP listener, nothing left after stop.
 integration_tests += tests/integration/browser-view.sh
 
+# slate-guest's browser VM side (doc/guest-channel.md, "The browser VM") in a workspace of the
+# browser image, through slate exec -- slate-guest --browser: Chromium as uid 1000 in its own
+# sandbox, the egress CA, stop and exit, and the LUKS2 profile on the workspace's /dev/vdb.
+integration_tests += tests/integration/browser-guest.sh
+
 # lib.sh keeps the booted snapshots its tests restore from (SLATE_TEST_SNAPSHOTS) here, one per
 # key, made by the first test that needs one.
 clean-local: clean-snapshot-cache

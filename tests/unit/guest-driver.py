@@ -11,7 +11,7 @@ end is SOCKET (the forwarding tests are left out).
 
 Checks exec sessions (status, signals, stdout/stderr, binary data both ways, flow control, PTY,
 SIGNAL, TIMEOUT, many at once), the stream rules (unknown service, stream limit), forwarded
-connections (http-proxy, ssh-agent), and recovery: host reconnects, garbage and oversized frames,
+connections (http-proxy, ssh-agent, cdp both ways), the browser protocol's refusals, and recovery: host reconnects, garbage and oversized frames,
 window violations. Exit status 0 when everything passed."""
 
 import os
@@ -115,6 +115,16 @@ class Stream:
         return struct.unpack(">I", self.records[0][1])[0]
 
 
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
 class Host:
     def __init__(self, guest, tmp, connect=None):
         self.tmp = tmp
@@ -134,13 +144,12 @@ class Host:
         self.lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.lsock.bind(self.path)
         self.lsock.listen(4)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.proxy_port = s.getsockname()[1]
+        self.proxy_port, self.cdp_port, self.devtools_port = free_ports(3)
         self.agent = os.path.join(tmp, "agent", "ssh-agent.sock")
         self.log = open(os.path.join(tmp, "guest.log"), "w+")
         self.proc = subprocess.Popen(
             [guest, "--channel", self.path, "--proxy-port", str(self.proxy_port),
+             "--cdp-port", str(self.cdp_port), "--devtools-port", str(self.devtools_port),
              "--agent-socket", self.agent],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
             # As the test image's init starts it (in the background of a non-interactive sh):
@@ -269,6 +278,7 @@ class Host:
             s.opened = True
         elif t == OPEN_FAIL:
             s.opened = struct.unpack(">I", p[:4])[0]
+            s.fail_text = p[4:].decode(errors="replace")
             del self.streams[sid]
         elif t == DATA:
             check(not s.got_eof and not s.got_close, "DATA after EOF/CLOSE")
@@ -687,6 +697,103 @@ def t_proxy(h):
         h.wait(lambda: s.got_close, what="agent CLOSE")
 
 
+def relay_check(h, s, c, up_n=1024 * 1024, down_n=2 * 1024 * 1024):
+    """Bytes both ways between stream s and local socket c, each side half-closing."""
+    up, down, got = os.urandom(up_n), os.urandom(down_n), bytearray()
+
+    def writer():
+        c.sendall(up)
+        c.shutdown(socket.SHUT_WR)
+
+    def reader():
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            got.extend(d)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    h.wait(lambda: s.got_eof, 20, "EOF from the local connection")
+    check(bytes(s.data) == up, "guest to host: %d of %d bytes" % (len(s.data), len(up)))
+    h.send_data(s, down)
+    h.send(frame(EOF, s.sid))
+    h.wait(lambda: s.got_close, 20, "CLOSE after both EOFs")
+    for t in threads:
+        t.join(10)
+    check(bytes(got) == down, "host to guest: %d of %d bytes" % (len(got), len(down)))
+    c.close()
+
+
+def t_cdp(h):
+    # The workspace's end: 127.0.0.1:9222 (here --cdp-port) opens a guest "cdp" stream.
+    n0 = len(h.guest_opens)
+    c = socket.create_connection(("127.0.0.1", h.cdp_port), 5)
+    h.wait(lambda: len(h.guest_opens) > n0, what="OPEN cdp")
+    s = h.guest_opens[-1]
+    check(s.service == "cdp" and s.sid % 2 == 1, "OPEN %r %d" % (s.service, s.sid))
+    s.recv_win = INITIAL_WINDOW
+    h.send(frame(OPEN_OK, s.sid, struct.pack(">I", INITIAL_WINDOW)))
+    relay_check(h, s, c, 300 * 1000, 700 * 1000)
+    # The browser VM's end: a host "cdp" stream connects to DevTools (here --devtools-port).
+    s = h.open("cdp")
+    h.wait(lambda: s.opened is not None, what="OPEN_FAIL")
+    check(s.opened == 3 and ("127.0.0.1:%d" % h.devtools_port) in s.fail_text,
+          "cdp without DevTools: %r %r" % (s.opened, getattr(s, "fail_text", None)))
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", h.devtools_port))
+    ls.listen(4)
+    try:
+        s = h.open("cdp")
+        ls.settimeout(5)
+        c, _ = ls.accept()
+        h.wait(lambda: s.opened is not None, what="OPEN_OK")
+        check(s.opened is True, "cdp with DevTools: %r" % s.opened)
+        s.exec = False
+        relay_check(h, s, c)
+        # The DevTools end goes away first: EOF to the host, and CLOSE once the host's EOF.
+        s = h.open("cdp")
+        c, _ = ls.accept()
+        h.wait(lambda: s.opened is not None, what="OPEN_OK")
+        s.exec = False
+        c.sendall(b"bye")
+        c.close()
+        h.wait(lambda: s.got_eof, what="EOF after DevTools closed")
+        check(bytes(s.data) == b"bye", "data before the EOF: %r" % bytes(s.data))
+        h.send(frame(EOF, s.sid))
+        h.wait(lambda: s.got_close, what="CLOSE")
+    finally:
+        ls.close()
+
+
+def t_browser_request(h):
+    # Only malformed requests: a "start" would set Chromium up on this machine (the agent
+    # refuses it unless root; the browser VM's tests are tests/integration's).
+    for req, want in ((b"bogus\n", b"error unknown line\n"),
+                      (b"window 1x1\n", b"error window wants WxH, each 16..16384\n"),
+                      (b"ca 5\nhello", b"error ca: not a PEM certificate\n"),
+                      (b"stop\n", b"error stop before start\n"),
+                      (b"start\n", b"error must run as root\n" if os.geteuid() else None)):
+        if want is None:
+            continue
+        s = h.open("browser")
+        h.wait(lambda: s.opened is not None, what="OPEN_OK")
+        check(s.opened is True, "browser OPEN: %r" % s.opened)
+        s.exec = False
+        h.send_data(s, req)
+        h.wait(lambda: s.got_close, what="the browser stream's end")
+        check(bytes(s.data) == want and s.got_eof, "%r: %r" % (req, bytes(s.data)))
+    # EOF before start: the stream ends, nothing said.
+    s = h.open("browser")
+    h.wait(lambda: s.opened is not None, what="OPEN_OK")
+    s.exec = False
+    h.send(frame(EOF, s.sid))
+    h.wait(lambda: s.got_close, what="CLOSE after EOF")
+    check(bytes(s.data) == b"", "EOF before start: %r" % bytes(s.data))
+
+
 def t_reconnect(h):
     s = h.exec(request(["sleep", "30"]), eof=False)
     h.wait(lambda: s.records, what="STARTED")
@@ -743,6 +850,8 @@ TESTS = [
     ("services and PING", t_services),
     ("stream limit", t_stream_limit),
     ("http-proxy and ssh-agent forwarding", t_proxy),
+    ("cdp both ways", t_cdp),
+    ("browser request errors", t_browser_request),
     ("host reconnection", t_reconnect),
     ("garbage, oversized frames, protocol errors", t_garbage),
 ]
@@ -761,7 +870,7 @@ def main():
     tests = [t for t in TESTS if not args or any(a in t[0] for a in args)]
     if connect:
         # The guest's proxy port and agent socket are not reachable from here.
-        tests = [t for t in tests if t[1] is not t_proxy]
+        tests = [t for t in tests if t[1] is not t_proxy and t[1] is not t_cdp]
     elif not os.access(guest, os.X_OK):
         print("no slate-guest at %s" % guest)
         return 1
