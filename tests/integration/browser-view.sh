@@ -61,6 +61,7 @@ s image import browser "$browser_image_dir/disk.img" --kernel "$browser_image_di
 s create $ws --image test --memory 512 --cpus 1 --home-size 256M >/dev/null
 s egress $ws deny-all >/dev/null
 s egress $ws allow page.view.test >/dev/null
+s egress $ws allow 127.0.0.1 >/dev/null
 s start $ws >/dev/null 2>"$work/err" || fail "start: $(cat "$work/err")"
 
 [ "$(status s browser $ws view --no-viewer)" != 0 ] || fail "view without a browser succeeded"
@@ -69,7 +70,7 @@ s browser $ws start >/dev/null 2>"$work/err" ||
 nc_cmd=(timeout -k 5 150 "$slate" --socket "$work/run/slated.sock" exec -i "$ws" -- nc 127.0.0.1 9222)
 got=$("$py" "$cdp" navigate http://page.view.test/ -- "${nc_cmd[@]}" 2>"$work/err") ||
     fail "CDP navigate: $(cat "$work/err")"
-[ "$got" = "slate view test" ] || fail "the page's title is '$got'"
+[ "$got" = "slate view test" ] || fail "the page's title is '$got' $(grep -i 'page.view.test' "$work/slated.log" | tail -n 5)"
 
 s browser $ws view --no-viewer --json >"$work/view.json" 2>"$work/err" ||
     fail "view: $(cat "$work/err") $(tail -n 20 "$work/slated.log")"
