@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* slate browser NAME [start|stop|status] [--screenshot FILE]: the workspace's browser VM. */
+/* slate browser NAME [start|stop|status|view] [--screenshot FILE]: the workspace's browser VM. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -20,6 +20,7 @@ static const char usage_text[] =
         "Usage: slate browser NAME [start] [--image ID] [--memory MIB] [--cpus N]\n"
         "       slate browser NAME stop\n"
         "       slate browser NAME status\n"
+        "       slate browser NAME view [--no-viewer]\n"
         "       slate browser NAME --screenshot FILE\n"
         "\n"
         "A disposable VM running headless Chromium for the agent in workspace NAME: its\n"
@@ -33,6 +34,10 @@ static const char usage_text[] =
         "  start            boot it (the default) and wait until DevTools answers\n"
         "  stop             close Chromium, then remove the VM and its disk\n"
         "  status           whether it runs, and its figures\n"
+        "  view             watch or take over the browser's first page: VNC on a unix\n"
+        "                   socket only you can open, shown with remote-viewer when it is\n"
+        "                   installed (else the socket is printed)\n"
+        "  --no-viewer      with view: print the socket, start no viewer\n"
         "  --screenshot FILE  write a PNG of the browser's first page to FILE (\"-\": stdout)\n"
         "  --image ID       the browser image (default: slate.conf's browser-image)\n"
         "  --memory MIB     memory of the browser VM (default 1024)\n"
@@ -121,9 +126,53 @@ static int write_png(const char *file, struct json_object *o)
 	return EXIT_SUCCESS;
 }
 
+/* POST .../browser/view, then remote-viewer on its socket, or how to connect. */
+static int view(struct slate_ctx *ctx, const char *name, const char *path, bool no_viewer)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	_cleanup_free_ char *uri = NULL;
+	const char *sock = NULL;
+	struct api_error err;
+	int64_t w = 0, h = 0;
+
+	if (call(ctx, "POST", path, NULL, NULL, &reply, &err) < 0)
+		return slate_api_fail("browser view", &err);
+	if (json_get_string(reply, "socket", &sock) < 0)
+		return slate_fail("browser view", "slated named no socket");
+	(void)json_get_int64(reply, "width", &w);
+	(void)json_get_int64(reply, "height", &h);
+	if (ctx->json)
+		return slate_print_json(reply), EXIT_SUCCESS;
+	if (asprintf(&uri, "vnc+unix://%s", sock) < 0)
+		return slate_fail("browser view", "out of memory");
+	if (!no_viewer) {
+		char *args[] = {(char *)"remote-viewer", (char *)"--title", (char *)"slate browser",
+		                uri, NULL};
+		fflush(stdout);
+		(void)execvp(args[0], args);
+		if (errno != ENOENT)
+			fprintf(stderr, "slate: browser view: remote-viewer: %s\n",
+			        strerror(errno));
+	}
+	printf("the browser of %s is on VNC at %s (%lldx%lld; only you can open it)\n", name, sock,
+	       (long long)w, (long long)h);
+	printf("  remote-viewer %s\n", uri);
+	printf("  or a VNC viewer through TCP on this host only, e.g.:\n");
+	printf("  socat TCP-LISTEN:5901,bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:%s &\n", sock);
+	printf("  vncviewer 127.0.0.1::5901\n");
+	return EXIT_SUCCESS;
+}
+
 int cmd_browser(struct slate_ctx *ctx, int argc, char **argv)
 {
-	enum { OPT_SCREENSHOT = 0x100, OPT_IMAGE, OPT_MEMORY, OPT_CPUS, OPT_PERSIST };
+	enum {
+		OPT_SCREENSHOT = 0x100,
+		OPT_IMAGE,
+		OPT_MEMORY,
+		OPT_CPUS,
+		OPT_PERSIST,
+		OPT_NO_VIEWER
+	};
 	static const struct option longopts[] = {
 	        SLATE_COMMON_OPTS,
 	        {"screenshot", required_argument, NULL, OPT_SCREENSHOT},
@@ -131,13 +180,14 @@ int cmd_browser(struct slate_ctx *ctx, int argc, char **argv)
 	        {"memory", required_argument, NULL, OPT_MEMORY},
 	        {"cpus", required_argument, NULL, OPT_CPUS},
 	        {"persist", no_argument, NULL, OPT_PERSIST},
+	        {"no-viewer", no_argument, NULL, OPT_NO_VIEWER},
 	        {},
 	};
 	_cleanup_json_ struct json_object *body = json_object_new_object(), *reply = NULL;
 	const char *name = NULL, *verb = NULL, *shot = NULL;
 	struct slate_progress prog = {.ctx = ctx, .prefix = "browser"};
 	struct api_error err;
-	bool start_opts = false;
+	bool start_opts = false, no_viewer = false;
 	char path[160];
 	uint64_t v;
 	int c;
@@ -187,6 +237,9 @@ int cmd_browser(struct slate_ctx *ctx, int argc, char **argv)
 			(void)json_add_bool(body, "persist", true);
 			start_opts = true;
 			break;
+		case OPT_NO_VIEWER:
+			no_viewer = true;
+			break;
 		case 'h':
 		case OPT_HELP:
 			fputs(usage_text, stdout);
@@ -205,15 +258,21 @@ int cmd_browser(struct slate_ctx *ctx, int argc, char **argv)
 	if (!verb && !shot)
 		verb = "start";
 	if (verb && strcmp(verb, "start") != 0 && strcmp(verb, "stop") != 0 &&
-	    strcmp(verb, "status") != 0)
-		return slate_usage_error(ctx, "browser: unknown verb '%s' (start, stop or status)",
-		                         verb);
+	    strcmp(verb, "status") != 0 && strcmp(verb, "view") != 0)
+		return slate_usage_error(
+		        ctx, "browser: unknown verb '%s' (start, stop, status or view)", verb);
+	if (no_viewer && (!verb || strcmp(verb, "view") != 0))
+		return slate_usage_error(ctx, "browser: --no-viewer goes with view");
 	if (start_opts && (shot || strcmp(verb, "start") != 0))
 		return slate_usage_error(ctx,
 		                         "browser: --image, --memory, --cpus and --persist go with "
 		                         "start");
 	(void)snprintf(path, sizeof(path), "/v1/workspaces/%s/browser%s", name,
-	               shot ? "/screenshot" : "");
+	               shot                        ? "/screenshot"
+	               : strcmp(verb, "view") == 0 ? "/view"
+	                                           : "");
+	if (!shot && strcmp(verb, "view") == 0)
+		return view(ctx, name, path, no_viewer);
 	if (shot) {
 		if (call(ctx, "GET", path, NULL, NULL, &reply, &err) < 0)
 			return slate_api_fail("browser --screenshot", &err);

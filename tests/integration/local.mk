@@ -73,6 +73,11 @@ integration_tests += tests/integration/browser-image.sh
 integration_tests += tests/integration/browser.sh
 EXTRA_DIST += tests/integration/cdp-client.py tests/integration/png-red.py
 
+# Watching and taking over the browser (slate browser NAME view): VNC on a unix socket that
+# slated bridges to DevTools; an RFB client reads a red page, clicks, reads it green; the
+# socket's mode, another uid refused, no TCP listener, nothing left after stop.
+integration_tests += tests/integration/browser-view.sh
+
 # slate-guest's browser VM side (doc/guest-channel.md, "The browser VM") in a workspace of the
 # browser image, through slate exec -- slate-guest --browser: Chromium as uid 1000 in its own
 # sandbox, the egress CA, stop and exit, and the LUKS2 profile on the workspace's /dev/vdb.

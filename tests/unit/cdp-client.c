@@ -6,11 +6,14 @@
  *   cdp-client PORT version              prints /json/version's Browser
  *   cdp-client PORT navigate URL         prints the page's title once it loaded
  *   cdp-client PORT screenshot FILE      writes a PNG of the first page
+ *   cdp-client PORT view SOCKET          serves the first page on VNC at SOCKET (browser-view.h)
+ *                                        and prints "ok WxH"; SIGTERM stops it
  */
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "browser/cdp.h"
+#include "daemon/browser-view.h"
 #include "util/error.h"
 #include "util/fs.h"
 #include "util/json.h"
@@ -75,6 +79,25 @@ int main(int argc, char **argv)
 				fprintf(stderr, "writing %s: %s\n", argv[3], strerror(errno));
 				return 1;
 			}
+		}
+	} else if (strcmp(argv[2], "view") == 0 && argc == 4) {
+		struct browser_view *v = NULL;
+		sigset_t set;
+		unsigned w, h;
+		int sig;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGTERM);
+		sigaddset(&set, SIGINT);
+		(void)sigprocmask(SIG_BLOCK, &set, NULL);
+		r = browser_view_start(tcp_dial, &port, argv[3], getuid(), &v, &err);
+		if (r >= 0) {
+			browser_view_size(v, &w, &h);
+			printf("ok %ux%u\n", w, h);
+			fflush(stdout);
+			(void)sigwait(&set, &sig);
+			printf("%s\n", browser_view_alive(v) ? "stopping" : "stopping a dead view");
+			browser_view_stop(v);
 		}
 	} else {
 		fprintf(stderr, "unknown command %s\n", argv[2]);

@@ -151,3 +151,32 @@ int handle_browser_screenshot(struct api_request *req, struct api_reply *reply)
 	free(b64);
 	return api_reply_json(reply, 200, TAKE_PTR(o));
 }
+
+int handle_browser_view(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *name = req->params[0];
+	struct slate_error err = {0};
+	struct json_object *res = NULL;
+
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
+		return -EINVAL;
+	/* The socket belongs to the caller: it is the view's only access control. */
+	if (daemon_browser_view(d, name, req->caller.uid, &res, &err) < 0)
+		return reply_err(reply, &err);
+	return api_reply_json(reply, 200, res);
+}
+
+int handle_browser_view_stop(struct api_request *req, struct api_reply *reply)
+{
+	struct daemon_ctx *d = req->userdata;
+	const char *name = req->params[0];
+	struct slate_error err = {0};
+	struct json_object *res = NULL;
+
+	if (api_need_workspaces(d, reply) < 0 || api_load_visible(d, req, name, NULL, reply) < 0)
+		return -EINVAL;
+	if (daemon_browser_view_stop(d, name, &res, &err) < 0)
+		return reply_err(reply, &err);
+	return api_reply_json(reply, 200, res);
+}

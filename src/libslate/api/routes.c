@@ -275,6 +275,8 @@ static const struct api_route routes[] = {
         {"POST", "/workspaces/:name/browser", handle_browser_start},
         {"DELETE", "/workspaces/:name/browser", handle_browser_stop},
         {"GET", "/workspaces/:name/browser/screenshot", handle_browser_screenshot},
+        {"POST", "/workspaces/:name/browser/view", handle_browser_view},
+        {"DELETE", "/workspaces/:name/browser/view", handle_browser_view_stop},
         {"GET", "/images", handle_image_list},
         {"POST", "/images", handle_image_import},
         {"POST", "/images/verify", handle_image_verify},

@@ -56,3 +56,5 @@ int handle_browser_get(struct api_request *req, struct api_reply *reply);
 int handle_browser_start(struct api_request *req, struct api_reply *reply);
 int handle_browser_stop(struct api_request *req, struct api_reply *reply);
 int handle_browser_screenshot(struct api_request *req, struct api_reply *reply);
+int handle_browser_view(struct api_request *req, struct api_reply *reply);
+int handle_browser_view_stop(struct api_request *req, struct api_reply *reply);

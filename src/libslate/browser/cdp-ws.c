@@ -303,6 +303,11 @@ struct cdp_ws {
 	uint8_t rbuf[65536];
 };
 
+int cdp_ws_fd(const struct cdp_ws *ws)
+{
+	return ws->fd;
+}
+
 static void ws_close_fd(struct cdp_ws *ws)
 {
 	ws->fd = safe_close(ws->fd);

@@ -106,13 +106,13 @@ static int read_until(struct cdp_conn *c, int64_t id, int64_t deadline_ms,
 	}
 }
 
-int cdp_call_json(struct cdp_conn *c, const char *method, struct json_object *params,
-                  struct json_object **ret_result, int timeout_ms, struct slate_error *err)
+/* Sends {"id","method","params"} with the next id; returns the id or an error. */
+static int64_t send_call(struct cdp_conn *c, const char *method, struct json_object *params,
+                         int64_t deadline_ms, struct slate_error *err)
 {
-	_cleanup_json_ struct json_object *req = json_object_new_object(), *reply = NULL;
+	_cleanup_json_ struct json_object *req = json_object_new_object();
 	_cleanup_free_ char *text = NULL;
-	struct json_object *e, *result;
-	int64_t deadline = deadline_for(timeout_ms), id = c->next_id++;
+	int64_t id = c->next_id++;
 	int k;
 
 	if (!req || json_add_int64(req, "id", id) < 0 || json_add_string(req, "method", method) < 0)
@@ -122,9 +122,52 @@ int cdp_call_json(struct cdp_conn *c, const char *method, struct json_object *pa
 	k = json_to_string_dup(req, false, &text);
 	if (k < 0)
 		return k;
-	k = cdp_ws_send(c->ws, CDP_WS_TEXT, text, strlen(text), deadline, err);
-	if (k >= 0)
-		k = read_until(c, id, deadline, &reply, err);
+	k = cdp_ws_send(c->ws, CDP_WS_TEXT, text, strlen(text), deadline_ms, err);
+	return k < 0 ? k : id;
+}
+
+int64_t cdp_send(struct cdp_conn *c, const char *method, struct json_object *params, int timeout_ms,
+                 struct slate_error *err)
+{
+	int64_t id = send_call(c, method, params, deadline_for(timeout_ms), err);
+
+	return id < 0 ? slate_error_wrap(err, (int)id, "%s", method) : id;
+}
+
+int cdp_next(struct cdp_conn *c, struct json_object **ret_msg, int timeout_ms,
+             struct slate_error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	uint8_t op;
+	int k;
+
+	k = cdp_ws_recv(c->ws, &text, &len, &op, deadline_for(timeout_ms), err);
+	if (k < 0)
+		return k;
+	if (op != CDP_WS_TEXT)
+		return slate_error_set(err, -EPROTO, "a binary message from the browser");
+	k = json_parse_object(text, len, CDP_WS_MAX_MESSAGE, ret_msg);
+	if (k < 0)
+		return slate_error_set(err, k, "a message from the browser that is not JSON");
+	return 1;
+}
+
+int cdp_conn_fd(const struct cdp_conn *c)
+{
+	return cdp_ws_fd(c->ws);
+}
+
+int cdp_call_json(struct cdp_conn *c, const char *method, struct json_object *params,
+                  struct json_object **ret_result, int timeout_ms, struct slate_error *err)
+{
+	_cleanup_json_ struct json_object *reply = NULL;
+	struct json_object *e, *result;
+	int64_t deadline = deadline_for(timeout_ms), id;
+	int k;
+
+	id = send_call(c, method, params, deadline, err);
+	k = id < 0 ? (int)id : read_until(c, id, deadline, &reply, err);
 	if (k < 0)
 		return slate_error_wrap(err, k, "%s", method);
 	if (json_get_object(reply, "error", &e) == 0) {
@@ -274,6 +317,12 @@ static int page_open(cdp_dial_fn dial, void *ud, int64_t deadline_ms, struct cdp
 	if (k < 0)
 		return slate_error_wrap(err, k, "connecting to the browser");
 	return cdp_conn_open(fd, path, remaining_ms(deadline_ms), ret, err);
+}
+
+int cdp_page_open(cdp_dial_fn dial, void *ud, int timeout_ms, struct cdp_conn **ret,
+                  struct slate_error *err)
+{
+	return page_open(dial, ud, deadline_for(timeout_ms), ret, err);
 }
 
 int cdp_screenshot(cdp_dial_fn dial, void *ud, uint8_t **ret_png, size_t *ret_len, int timeout_ms,

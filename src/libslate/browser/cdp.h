@@ -186,6 +186,8 @@ int cdp_ws_send(struct cdp_ws *ws, uint8_t opcode, const void *p, size_t n, int6
  */
 int cdp_ws_recv(struct cdp_ws *ws, char **ret, size_t *ret_len, uint8_t *ret_opcode,
                 int64_t deadline_ms, struct slate_error *err);
+/* The stream under ws (-1 once closed). */
+int cdp_ws_fd(const struct cdp_ws *ws);
 /* Sends a close frame (1000) if none was exchanged, without waiting, and closes the stream. */
 void cdp_ws_free(struct cdp_ws *ws);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct cdp_ws *, cdp_ws_free);
@@ -216,6 +218,23 @@ void cdp_watch(struct cdp_conn *c, const char *method);
 int cdp_wait_event(struct cdp_conn *c, struct json_object **ret_params, int timeout_ms,
                    struct slate_error *err);
 
+/*
+ * Sends a call without waiting for its reply: its reply comes later through cdp_next, as the
+ * events do (a view that must never drop a screencast frame reads everything itself). Returns
+ * the call's id (> 0) or an error.
+ */
+int64_t cdp_send(struct cdp_conn *c, const char *method, struct json_object *params, int timeout_ms,
+                 struct slate_error *err);
+/*
+ * The next message, reply or event, in *ret_msg (a new reference): 1, or -ETIMEDOUT when none is
+ * complete within timeout_ms (0: only what is already there; a message half read stays half read
+ * for the next call), or an error (the browser closed: -ECONNRESET).
+ */
+int cdp_next(struct cdp_conn *c, struct json_object **ret_msg, int timeout_ms,
+             struct slate_error *err);
+/* The stream under c, for poll(2) (data may also wait in c's buffer: call cdp_next(c, 0)). */
+int cdp_conn_fd(const struct cdp_conn *c);
+
 /* ---- The browser, through a dial callback ---- */
 
 /* Opens a fresh byte stream to the DevTools endpoint; returns 0 and the fd, or an error. */
@@ -236,5 +255,9 @@ int cdp_screenshot(cdp_dial_fn dial, void *ud, uint8_t **ret_png, size_t *ret_le
  * Page.navigate, Page.loadEventFired); *ret_title (may be NULL; caller frees) gets document.title.
  * A navigation the browser reports failed (errorText) ends with -EREMOTEIO.
  */
+/* A CDP session on the first page target (GET /json/list; PUT /json/new?about:blank when there
+ * is none). */
+int cdp_page_open(cdp_dial_fn dial, void *ud, int timeout_ms, struct cdp_conn **ret,
+                  struct slate_error *err);
 int cdp_navigate(cdp_dial_fn dial, void *ud, const char *url, char **ret_title, int timeout_ms,
                  struct slate_error *err);

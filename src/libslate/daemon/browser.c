@@ -23,6 +23,7 @@
 
 #include "browser/cdp.h"
 #include "channel/channels.h"
+#include "daemon/browser-view.h"
 #include "daemon/browser.h"
 #include "daemon/daemon.h"
 #include "daemon/limits.h"
@@ -75,11 +76,16 @@ struct browser {
 	double boot_s, cdp_s;      /* to the guest's ready line, then to DevTools answering */
 	char exited[LINE_MAX_LEN]; /* what the guest said when Chromium ended on its own */
 	bool paused;               /* by a leak of its workspace (daemon_browser_pause) */
+	struct browser_view *view; /* the VNC view (view_lock), or NULL */
 	struct browser *next;
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct browser *table;
+/* Serializes the views' starts and stops, taken before table_lock, never inside it. A running
+ * entry is freed only by daemon_browser_stop, after it took this lock: whoever holds it may keep
+ * a running entry's pointer with table_lock released. */
+static pthread_mutex_t view_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct browser *find_locked(const char *name)
 {
@@ -611,6 +617,11 @@ int daemon_browser_stop(struct daemon_ctx *d, const char *name, struct json_obje
 	b->ctl = -1;
 	pthread_mutex_unlock(&table_lock);
 
+	/* The view first: its socket goes with it, before the domain and the directory. */
+	pthread_mutex_lock(&view_lock);
+	browser_view_stop(TAKE_PTR(b->view));
+	pthread_mutex_unlock(&view_lock);
+
 	/* A paused VM answers nothing: it is destroyed as it is, its profile unwritten. */
 	if (b->paused)
 		(void)snprintf(said, sizeof(said), "paused after a leak: destroyed as it was");
@@ -792,6 +803,104 @@ int daemon_browser_screenshot(struct daemon_ctx *d, const char *name, uint8_t **
 		return slate_error_set(err, -ENOENT, "workspace '%s' has no browser running", name);
 	names_for(name, c.key, domain);
 	return cdp_screenshot(dial_browser, &c, ret_png, ret_len, SCREENSHOT_TIMEOUT_MS, err);
+}
+
+/* ---- the view: VNC on a unix socket (browser-view.h) ---- */
+
+#define VIEW_SOCKET "view.sock"
+
+static struct json_object *view_json(const char *name, struct browser_view *v)
+{
+	struct json_object *o = json_object_new_object();
+	unsigned w, h;
+
+	if (!o)
+		return NULL;
+	browser_view_size(v, &w, &h);
+	if (json_add_string(o, "name", name) < 0 ||
+	    json_add_string(o, "socket", browser_view_socket(v)) < 0 ||
+	    json_add_int64(o, "width", w) < 0 || json_add_int64(o, "height", h) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+int daemon_browser_view(struct daemon_ctx *d, const char *name, uid_t uid, struct json_object **ret,
+                        struct slate_error *err)
+{
+	_cleanup_free_ char *vm = NULL, *dir = NULL, *sock = NULL;
+	struct dial_ctx c = {.d = d};
+	char domain[DOMAIN_MAX];
+	struct browser *b;
+	struct browser_view *old = NULL, *v = NULL;
+	int r;
+
+	names_for(name, c.key, domain);
+	vm = fs_path_join(d->runtime_dir, "vm");
+	dir = vm ? fs_path_join(vm, c.key) : NULL;
+	sock = dir ? fs_path_join(dir, VIEW_SOCKET) : NULL;
+	if (!sock)
+		return -ENOMEM;
+	pthread_mutex_lock(&view_lock);
+	pthread_mutex_lock(&table_lock);
+	b = find_locked(name);
+	if (!b || b->state != B_RUNNING || b->paused) {
+		pthread_mutex_unlock(&table_lock);
+		pthread_mutex_unlock(&view_lock);
+		return slate_error_set(err, -ENOENT, "workspace '%s' has no browser running%s",
+		                       name, b && b->paused ? " (it is paused after a leak)" : "");
+	}
+	pthread_mutex_unlock(&table_lock);
+	if (b->view && browser_view_alive(b->view)) {
+		/* Idempotent: one view a browser, shared by its viewers. */
+		*ret = view_json(name, b->view);
+		pthread_mutex_unlock(&view_lock);
+		return *ret ? 0 : -ENOMEM;
+	}
+	old = TAKE_PTR(b->view); /* one whose browser session ended */
+	browser_view_stop(old);
+	r = browser_view_start(dial_browser, &c, sock, uid, &v, err);
+	if (r >= 0) {
+		b->view = v;
+		*ret = view_json(name, v);
+		if (!*ret)
+			r = -ENOMEM;
+		log_ws(LOG_INFO, name, "browser of %s: view on %s for uid %u", name, sock,
+		       (unsigned)uid);
+	}
+	pthread_mutex_unlock(&view_lock);
+	return r < 0 ? slate_error_wrap(err, r, "the browser's view") : 0;
+}
+
+int daemon_browser_view_stop(struct daemon_ctx *d, const char *name, struct json_object **ret,
+                             struct slate_error *err)
+{
+	struct browser_view *v = NULL;
+	struct json_object *o;
+	struct browser *b;
+
+	(void)d;
+	pthread_mutex_lock(&view_lock);
+	pthread_mutex_lock(&table_lock);
+	b = find_locked(name);
+	if (b && b->state == B_RUNNING)
+		v = TAKE_PTR(b->view);
+	pthread_mutex_unlock(&table_lock);
+	if (!b || b->state != B_RUNNING) {
+		pthread_mutex_unlock(&view_lock);
+		return slate_error_set(err, -ENOENT, "workspace '%s' has no browser running", name);
+	}
+	browser_view_stop(v);
+	pthread_mutex_unlock(&view_lock);
+	o = json_object_new_object();
+	if (!o || json_add_string(o, "name", name) < 0 ||
+	    json_add_bool(o, "stopped", v != NULL) < 0) {
+		json_object_put(o);
+		return -ENOMEM;
+	}
+	*ret = o;
+	return 0;
 }
 
 /* ---- the workspace's side: 127.0.0.1:9222 in its guest ---- */

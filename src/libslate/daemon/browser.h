@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/error.h"
 #include "vm/lifecycle.h"
@@ -65,3 +66,13 @@ int daemon_browser_status(struct daemon_ctx *d, const char *name, struct json_ob
 /* A PNG of the browser's first page, through DevTools. */
 int daemon_browser_screenshot(struct daemon_ctx *d, const char *name, uint8_t **ret_png,
                               size_t *ret_len, struct slate_error *err);
+/*
+ * The browser's view (browser-view.h): VNC on <runtime>/vm/.browser-NAME/view.sock, mode 0600 and
+ * owned by uid, fed by DevTools' screencast; started when none serves, else the one that serves.
+ * *ret: {"name", "socket", "width", "height"}. -ENOENT when no browser runs.
+ */
+int daemon_browser_view(struct daemon_ctx *d, const char *name, uid_t uid, struct json_object **ret,
+                        struct slate_error *err);
+/* Closes the view and removes its socket; *ret: {"name", "stopped": whether one served}. */
+int daemon_browser_view_stop(struct daemon_ctx *d, const char *name, struct json_object **ret,
+                             struct slate_error *err);

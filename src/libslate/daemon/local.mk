@@ -16,13 +16,21 @@ src_libslate_libslate_la_SOURCES += \
 	src/libslate/daemon/verbs.c src/libslate/daemon/verbs.h \
 	src/libslate/daemon/limits.c src/libslate/daemon/limits.h \
 	src/libslate/daemon/probe.c src/libslate/daemon/probe.h \
-	src/libslate/daemon/browser.c src/libslate/daemon/browser.h
+	src/libslate/daemon/browser.c src/libslate/daemon/browser.h \
+	src/libslate/daemon/browser-view.c src/libslate/daemon/browser-view.h
 
 # The operations on a real store (qcow2 mode in a temporary directory), the refusals that come
 # before libvirt, and the API's error table; what needs a domain is tests/integration's.
 unit_programs += tests/unit/test-daemon
 
 unit_programs += tests/unit/test-limits
+
+# The browser view's pure parts (keysyms, button masks, PNG frames into the framebuffer); the
+# bridge against a real chromium-headless-shell on 127.0.0.1 (skipped where it is not installed):
+# red, a click makes it green, Return makes it blue, read back by an RFB client.
+unit_programs += tests/unit/test-browser-view
+unit_tests += tests/unit/view-chromium.test
+EXTRA_DIST += tests/unit/view-chromium.test tests/integration/rfb-client.py
 
 # The lines slate-guest --probe prints, read by slated from a hostile guest (daemon/probe.c).
 if ENABLE_FUZZING
