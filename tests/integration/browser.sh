@@ -10,8 +10,9 @@
 #   a host the policy denies does not reach the server;
 #   `slate browser WS --screenshot` writes a PNG that shows the red page (pixels decoded here);
 #   after stop no domain, disk or socket is left, and 9222 answers 503 again;
-#   the workspace's stop stops its browser; a slated killed with -9 leaves a browser VM that the
-#   next slated removes, with its files.
+#   --persist keeps a cookie and local storage across stop and start, and the profile disk holds
+#   none of it in the clear; a slated killed with -9 leaves a browser VM that the next slated
+#   removes, with its files; the workspace's stop stops its browser; wipe-home drops the profile.
 # Logs boot-to-CDP-ready (doc/performance.md). Skips where the browser image cannot be built.
 # Run through tests/integration/run-one, which sources lib.sh.
 set -euo pipefail
@@ -180,25 +181,8 @@ s browser $ws stop >/dev/null 2>"$work/err" || fail "browser stop (persist 2): $
 s browser $ws start >/dev/null 2>"$work/err" || fail "browser start (fresh): $(cat "$work/err")"
 "$py" "$cdp" cookies http://page.browser.test/ -- "${nc_cmd[@]}" >"$work/cookies" 2>/dev/null || true
 [ ! -s "$work/cookies" ] || fail "a start without --persist saw the kept profile: $(cat "$work/cookies")"
-s browser $ws stop >/dev/null
 
-# The workspace's stop takes its browser along.
-s browser $ws start >/dev/null 2>"$work/err" || fail "browser start (2): $(cat "$work/err")"
-s stop --force $ws >/dev/null
-for _ in $(seq 300); do
-    v list --all --name | grep -qx "slate.browser-$ws" || break
-    sleep 0.1
-done
-v list --all --name | grep -qx "slate.browser-$ws" && fail "the browser outlived its workspace"
-for _ in $(seq 100); do
-    [ -e "$work/run/vm/.browser-$ws" ] || break
-    sleep 0.1
-done
-[ ! -e "$work/run/vm/.browser-$ws" ] || fail "the browser's files outlived its workspace"
-
-# A slated killed outright leaves the browser VM running; the next one removes it.
-s start $ws >/dev/null 2>"$work/err" || fail "start (2): $(cat "$work/err")"
-s browser $ws start >/dev/null 2>"$work/err" || fail "browser start (3): $(cat "$work/err")"
+# A slated killed outright leaves that browser VM running; the next one removes it.
 kill -9 "$daemon_pid"
 wait "$daemon_pid" 2>/dev/null || true
 daemon_pid=
@@ -212,6 +196,20 @@ v list --all --name | grep -qx "slate.browser-$ws" && fail "the next slated left
 [ ! -e "$work/run/vm/.browser-$ws" ] || fail "the next slated left the browser's files"
 grep -q "removing slate.browser-$ws, left by an earlier slated" "$work/slated.log" ||
     fail "the sweep did not say what it removed"
+
+# The workspace's stop takes its browser along.
+s browser $ws start >/dev/null 2>"$work/err" || fail "browser start (after the sweep): $(cat "$work/err")"
+s stop --force $ws >/dev/null
+for _ in $(seq 300); do
+    v list --all --name | grep -qx "slate.browser-$ws" || break
+    sleep 0.1
+done
+v list --all --name | grep -qx "slate.browser-$ws" && fail "the browser outlived its workspace"
+for _ in $(seq 100); do
+    [ -e "$work/run/vm/.browser-$ws" ] || break
+    sleep 0.1
+done
+[ ! -e "$work/run/vm/.browser-$ws" ] || fail "the browser's files outlived its workspace"
 
 s stop --force $ws >/dev/null 2>&1 || true
 s wipe-home --yes $ws >/dev/null || fail "wipe-home $ws"

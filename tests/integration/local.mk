@@ -62,11 +62,6 @@ EXTRA_DIST += tests/integration/probe-guest.py
 # clock, hostname, machine id, RNG seed and the home mount, driven by hand through slate exec.
 integration_tests += tests/integration/identity-guest.sh
 
-# The browser image (issue 24) as an ordinary kernel-boot image: chromium-headless-shell started
-# through slate exec answers DevTools on 127.0.0.1:9222 in the guest, and a screenshot of a red
-# page decodes red on the host. Skips where the image cannot be built (no network or apt).
-integration_tests += tests/integration/browser-image.sh
-
 # A workspace's browser VM (issue 24, doc/browser.md): DevTools at 127.0.0.1:9222 in the
 # workspace's guest, a CDP session through the proxy, a screenshot, and nothing left after stop,
 # the workspace's stop or a slated killed with -9.
