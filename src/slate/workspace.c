@@ -594,21 +594,23 @@ static const struct verb verbs[] = {
         {"reset", "POST", "/reset",
          "the system disk (disk.img): everything installed with apt, edits under /etc, /var, "
          "/usr, /opt; the next start clones a fresh one from the base",
-         "home, secrets, SSH keys, settings, checkpoints and shared host folders",
+         "home, secrets, SSH keys, the browser's kept profile (slate browser --persist), "
+         "settings, checkpoints and shared host folders",
          "reset to its base image:"},
         {"wipe-home", "POST", "/wipe-home",
-         "/home (home.img) and the workspace's generated SSH key pair; the next start makes "
-         "a fresh empty home",
+         "/home (home.img), the workspace's generated SSH key pair and the browser's kept "
+         "profile (slate browser --persist); the next start makes a fresh empty home",
          "the system disk, secrets, imported SSH keys, settings, checkpoints and shared host "
          "folders",
          "wiped the home of"},
         {"wipe", "POST", "/wipe",
-         "the system disk (disk.img), /home (home.img) and the generated SSH key pair",
+         "the system disk (disk.img), /home (home.img), the generated SSH key pair and the "
+         "browser's kept profile",
          "secrets, imported SSH keys, settings, checkpoints and shared host folders",
          "system disk reset and home emptied:"},
         {"rm", "DELETE", "",
          "the whole workspace: directory, both images, vault, every checkpoint, host-side "
-         "SSH material and its MAC reservation",
+         "SSH material, the browser's kept profile and its MAC reservation",
          "the base image and shared host folders (never touched)", "deleted workspace"},
 };
 
