@@ -20,9 +20,6 @@ command -v qemu-io >/dev/null || skip "qemu-io not found (apt-get install qemu-u
 catalog_test_setup
 on_exit stop_slated
 
-size() { stat -c %s "$1"; }
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-
 # craft IN OUT EDIT [ARG]: a copy of qcow2 IN with its header edited by hand, where qemu-img
 # cannot make the file (doc: QEMU's docs/interop/qcow2.txt; numbers are big-endian).
 craft() {

@@ -27,15 +27,6 @@ log "compressing the test image's disk"
 zstd -q -T0 -3 "$test_image_dir/disk.img" -o "$srv/disk.img.zst"
 cp "$test_image_dir/vmlinuz" "$test_image_dir/initrd.img" "$srv/"
 head -c 3000000 /dev/urandom >"$srv/wrong.bin"
-size() { stat -c %s "$1"; }
-# Python's hashlib (OpenSSL, SHA extensions) rather than sha256sum: coreutils 9.1 hashes the 4 GiB
-# disk in ~22 s here, hashlib in ~4 s, and this test hashes it four times.
-sha() {
-    python3 -c 'import hashlib, sys
-h = hashlib.sha256(); f = open(sys.argv[1], "rb")
-for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
-print(h.hexdigest())' "$1"
-}
 # The disk digest image.json records (doc/catalog.md), computed independently: every byte read.
 digest1m() {
     python3 - "$1" <<'PY'

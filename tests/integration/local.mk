@@ -63,8 +63,9 @@ EXTRA_DIST += tests/integration/probe-guest.py
 integration_tests += tests/integration/identity-guest.sh
 
 # A workspace's browser VM (issue 24, doc/browser.md): DevTools at 127.0.0.1:9222 in the
-# workspace's guest, a CDP session through the proxy, a screenshot, and nothing left after stop,
-# the workspace's stop or a slated killed with -9.
+# workspace's guest, a CDP session through the proxy, a screenshot, nothing left after stop,
+# the workspace's stop or a slated killed with -9; --persist keeps a cookie on an encrypted disk
+# that holds none of it in the clear, and wipe-home drops it.
 integration_tests += tests/integration/browser.sh
 EXTRA_DIST += tests/integration/cdp-client.py tests/integration/png-red.py
 

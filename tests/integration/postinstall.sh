@@ -49,8 +49,6 @@ cleanup_domains() {
 on_exit cleanup_domains
 on_exit stop_slated
 
-sha() { sha256sum "$1" | cut -d' ' -f1; }
-size() { stat -c %s "$1"; }
 # api METHOD PATH BODY: the daemon's own answer, without the client's consent handling.
 api() {
     curl -sS --unix-socket "$work/run/slated.sock" -H 'Slate-Api-Version: 1' \
